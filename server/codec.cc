@@ -1,0 +1,208 @@
+#include "server/codec.h"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <limits>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace wal {
+namespace {
+
+void PutBigEndian(uint64_t value, int bytes, char* out) {
+  for (int i = bytes - 1; i >= 0; --i) {
+    out[i] = static_cast<char>(value & 0xff);
+    value >>= 8;
+  }
+}
+
+uint64_t GetBigEndian(const char* in, int bytes) {
+  uint64_t value = 0;
+  for (int i = 0; i < bytes; ++i) value = (value << 8) | static_cast<uint8_t>(in[i]);
+  return value;
+}
+
+void PutHeader(const RecordHeader& h, char* out) {
+  out[0] = static_cast<char>(kRecordFormatVersion);
+  out[1] = static_cast<char>(h.kind);
+  PutBigEndian(kRecordHeaderBytes, 2, out + 2);
+  PutBigEndian(h.entry_crc, 4, out + 4);
+  PutBigEndian(h.entry_bytes, 8, out + 8);
+  PutBigEndian(h.entry_nonce, 8, out + 16);
+  PutBigEndian(h.chunk_index, 4, out + 24);
+}
+
+}  // namespace
+
+std::string EncodeKey(uint64_t namespace_id) {
+  std::string key(8, '\0');
+  PutBigEndian(namespace_id, 8, key.data());
+  return key;
+}
+
+std::optional<uint64_t> DecodeKey(const void* key, size_t size) {
+  if (key == nullptr || size != 8) return std::nullopt;
+  return GetBigEndian(static_cast<const char*>(key), 8);
+}
+
+uint32_t EntryCrc(std::string_view data) {
+  // zlib's crc32 takes a uInt length; feed large entries in pieces.
+  uLong crc = crc32(0L, Z_NULL, 0);
+  const auto* p = reinterpret_cast<const Bytef*>(data.data());
+  size_t left = data.size();
+  while (left > 0) {
+    const uInt n = static_cast<uInt>(std::min<size_t>(left, std::numeric_limits<uInt>::max()));
+    crc = crc32(crc, p, n);
+    p += n;
+    left -= n;
+  }
+  return static_cast<uint32_t>(crc);
+}
+
+std::vector<std::string> EncodeEntry(std::string_view data, uint64_t nonce,
+                                     size_t max_record_bytes) {
+  const size_t chunk_bytes = max_record_bytes - kRecordHeaderBytes;
+  RecordHeader header;
+  header.entry_crc = EntryCrc(data);
+  header.entry_bytes = data.size();
+  header.entry_nonce = nonce;
+  const size_t chunks = std::max<size_t>(1, (data.size() + chunk_bytes - 1) / chunk_bytes);
+  std::vector<std::string> records;
+  records.reserve(chunks);
+  for (size_t i = 0; i < chunks; ++i) {
+    if (chunks == 1) {
+      header.kind = RecordKind::kFull;
+    } else if (i == 0) {
+      header.kind = RecordKind::kFirst;
+    } else if (i + 1 == chunks) {
+      header.kind = RecordKind::kLast;
+    } else {
+      header.kind = RecordKind::kMiddle;
+    }
+    header.chunk_index = static_cast<uint32_t>(i);
+    const std::string_view chunk = data.substr(i * chunk_bytes, chunk_bytes);
+    std::string& record = records.emplace_back(kRecordHeaderBytes + chunk.size(), '\0');
+    PutHeader(header, record.data());
+    std::copy(chunk.begin(), chunk.end(), record.begin() + kRecordHeaderBytes);
+  }
+  return records;
+}
+
+absl::StatusOr<DecodedRecord> DecodeRecord(std::string_view value) {
+  if (value.size() < 4) {
+    return absl::InvalidArgumentError(absl::StrCat("record of ", value.size(), " bytes"));
+  }
+  if (static_cast<uint8_t>(value[0]) != kRecordFormatVersion) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown record format version ", static_cast<uint8_t>(value[0])));
+  }
+  const uint8_t kind = static_cast<uint8_t>(value[1]);
+  if (kind < 1 || kind > 4) return absl::InvalidArgumentError(absl::StrCat("record kind ", kind));
+  const size_t header_bytes = GetBigEndian(value.data() + 2, 2);
+  if (header_bytes < kRecordHeaderBytes || header_bytes > value.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("header of ", header_bytes, " bytes in a record of ",
+                                                   value.size()));
+  }
+  DecodedRecord record;
+  record.header.kind = static_cast<RecordKind>(kind);
+  record.header.entry_crc = static_cast<uint32_t>(GetBigEndian(value.data() + 4, 4));
+  record.header.entry_bytes = GetBigEndian(value.data() + 8, 8);
+  record.header.entry_nonce = GetBigEndian(value.data() + 16, 8);
+  record.header.chunk_index = static_cast<uint32_t>(GetBigEndian(value.data() + 24, 4));
+  record.payload = value.substr(header_bytes);
+  return record;
+}
+
+void EntryAssembler::Add(int64_t offset, std::string_view value,
+                         std::vector<AssembledEntry>* out) {
+  absl::StatusOr<DecodedRecord> record = DecodeRecord(value);
+  if (!record.ok()) {
+    ++skipped_;
+    return;
+  }
+  const RecordHeader& h = record->header;
+  switch (h.kind) {
+    case RecordKind::kFull:
+      Complete(offset, h, std::string(record->payload), out);
+      return;
+    case RecordKind::kFirst: {
+      if (h.chunk_index != 0 || h.entry_bytes > max_entry_bytes_ ||
+          record->payload.size() > h.entry_bytes) {
+        ++skipped_;
+        return;
+      }
+      auto [it, inserted] = partials_.try_emplace(h.entry_nonce);
+      if (!inserted) {  // a First again for the same nonce: the older one cannot be completed
+        buffered_bytes_ -= it->second.data.size();
+        it->second = Partial{};
+        ++skipped_;
+      }
+      Partial& p = it->second;
+      p.first_offset = offset;
+      p.header = h;
+      p.data.reserve(h.entry_bytes);
+      p.data.append(record->payload);
+      buffered_bytes_ += p.data.size();
+      return;
+    }
+    case RecordKind::kMiddle:
+    case RecordKind::kLast: {
+      auto it = partials_.find(h.entry_nonce);
+      if (it == partials_.end()) {  // its First lies before the range or was lost
+        ++skipped_;
+        return;
+      }
+      Partial& p = it->second;
+      if (h.chunk_index != p.next_chunk || h.entry_bytes != p.header.entry_bytes ||
+          h.entry_crc != p.header.entry_crc ||
+          p.data.size() + record->payload.size() > p.header.entry_bytes) {
+        buffered_bytes_ -= p.data.size();
+        partials_.erase(it);
+        ++skipped_;
+        Release(out);
+        return;
+      }
+      p.data.append(record->payload);
+      buffered_bytes_ += record->payload.size();
+      ++p.next_chunk;
+      if (h.kind == RecordKind::kLast) {
+        Partial done = std::move(p);
+        partials_.erase(it);
+        buffered_bytes_ -= done.data.size();
+        Complete(done.first_offset, done.header, std::move(done.data), out);
+      }
+      return;
+    }
+  }
+}
+
+void EntryAssembler::Complete(int64_t first_offset, const RecordHeader& header, std::string data,
+                              std::vector<AssembledEntry>* out) {
+  if (data.size() != header.entry_bytes || EntryCrc(data) != header.entry_crc) {
+    ++skipped_;
+    Release(out);
+    return;
+  }
+  ready_.emplace(first_offset, std::move(data));
+  Release(out);
+}
+
+void EntryAssembler::Release(std::vector<AssembledEntry>* out) {
+  int64_t oldest_partial = std::numeric_limits<int64_t>::max();
+  for (const auto& [nonce, p] : partials_) oldest_partial = std::min(oldest_partial, p.first_offset);
+  while (!ready_.empty() && ready_.begin()->first < oldest_partial) {
+    auto node = ready_.extract(ready_.begin());
+    out->push_back(AssembledEntry{static_cast<uint64_t>(node.key()), std::move(node.mapped())});
+  }
+}
+
+void EntryAssembler::Flush(std::vector<AssembledEntry>* out) {
+  skipped_ += partials_.size();
+  partials_.clear();
+  buffered_bytes_ = 0;
+  Release(out);
+}
+
+}  // namespace wal

@@ -1,0 +1,107 @@
+// The binary format of data records in the slot topics (see DESIGN.md, "Data records").
+//
+// Kafka key: namespace id, 8 bytes big-endian. Kafka value: a fixed header followed by a chunk of
+// the entry. All integers are big-endian.
+//
+//   offset size field
+//        0    1 format version (1)
+//        1    1 kind: 1 Full, 2 First, 3 Middle, 4 Last
+//        2    2 header size in bytes (28 in version 1; readers skip to it, so later versions
+//               may append fields)
+//        4    4 CRC-32 (zlib polynomial) of the whole entry
+//        8    8 size of the whole entry in bytes
+//       16    8 entry nonce: unique per entry and writer, ties the chunks of one entry together
+//       24    4 chunk index: 0 for Full and First, then 1, 2, ...
+//
+// An entry that fits one record is Full; a larger one is First, Middle..., Last, produced back to
+// back through the one producer that owns the slot.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace wal {
+
+enum class RecordKind : uint8_t { kFull = 1, kFirst = 2, kMiddle = 3, kLast = 4 };
+
+inline constexpr uint8_t kRecordFormatVersion = 1;
+inline constexpr size_t kRecordHeaderBytes = 28;
+
+struct RecordHeader {
+  RecordKind kind = RecordKind::kFull;
+  uint32_t entry_crc = 0;
+  uint64_t entry_bytes = 0;
+  uint64_t entry_nonce = 0;
+  uint32_t chunk_index = 0;
+};
+
+struct DecodedRecord {
+  RecordHeader header;
+  std::string_view payload;  // points into the decoded value
+};
+
+// Kafka key of every record of a namespace.
+std::string EncodeKey(uint64_t namespace_id);
+// The namespace id of a key, or nullopt for a key that is not 8 bytes (a foreign record).
+std::optional<uint64_t> DecodeKey(const void* key, size_t size);
+
+uint32_t EntryCrc(std::string_view data);
+
+// Splits `data` into record values of at most `max_record_bytes` each (header included).
+// `max_record_bytes` must exceed kRecordHeaderBytes.
+std::vector<std::string> EncodeEntry(std::string_view data, uint64_t nonce,
+                                     size_t max_record_bytes);
+
+// Decodes one record value. Errors (unknown version or kind, short value) mean the record is not
+// ours to read; the caller skips and counts it.
+absl::StatusOr<DecodedRecord> DecodeRecord(std::string_view value);
+
+struct AssembledEntry {
+  uint64_t entry_id = 0;  // offset of the entry's first record
+  std::string data;
+};
+
+// Rebuilds the entries of one namespace from its records in offset order, and hands them out in
+// entry-id order. Chunks of different entries may interleave (two writers of one namespace), so
+// chunks are matched by nonce, and a complete entry is held back while an earlier-starting one is
+// still incomplete. Incomplete, out-of-sequence, oversized or CRC-failing entries are never
+// returned; they are counted in skipped().
+class EntryAssembler {
+ public:
+  explicit EntryAssembler(uint64_t max_entry_bytes) : max_entry_bytes_(max_entry_bytes) {}
+
+  // Feeds the record at `offset`; appends the entries that became ready to `out`.
+  void Add(int64_t offset, std::string_view value, std::vector<AssembledEntry>* out);
+  // Gives up on incomplete entries (the end of the range was reached) and hands out the rest.
+  void Flush(std::vector<AssembledEntry>* out);
+
+  uint64_t skipped() const { return skipped_; }
+  // Bytes held in incomplete entries.
+  size_t buffered_bytes() const { return buffered_bytes_; }
+
+ private:
+  struct Partial {
+    int64_t first_offset = 0;
+    RecordHeader header;
+    std::string data;
+    uint32_t next_chunk = 1;
+  };
+  void Complete(int64_t first_offset, const RecordHeader& header, std::string data,
+                std::vector<AssembledEntry>* out);
+  void Release(std::vector<AssembledEntry>* out);
+
+  uint64_t max_entry_bytes_;
+  std::map<uint64_t, Partial> partials_;          // by nonce
+  std::map<int64_t, std::string> ready_;          // complete, held back; by entry id
+  uint64_t skipped_ = 0;
+  size_t buffered_bytes_ = 0;
+};
+
+}  // namespace wal

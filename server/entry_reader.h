@@ -1,0 +1,77 @@
+// Streams the entries of one namespace out of its slot. Each read runs on its own thread with a
+// consumer taken from a pool, assigned at an absolute offset; it filters the slot's records by
+// key, reassembles entries and hands batches to a sink (the gRPC stream).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "server/kafka.h"
+#include "server/meta_store.h"
+#include "wal/v1/wal.pb.h"
+
+namespace wal {
+
+// Where a read delivers. Implemented by the gRPC layer; called from the read's thread.
+class ReadSink {
+ public:
+  virtual ~ReadSink() = default;
+  // Blocks until the sink can take `batch` or the read was cancelled; false when cancelled.
+  virtual bool Send(v1::ReadResponse batch) = 0;
+  virtual bool cancelled() const = 0;
+  // Ends the read; called exactly once, last.
+  virtual void Finish(absl::Status status) = 0;
+};
+
+struct ReadParams {
+  uint64_t namespace_id = 0;
+  uint64_t start_entry_id = 0;
+  uint64_t limit = 0;
+  bool follow = false;
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+};
+
+struct ReaderOptions {
+  size_t max_concurrent_reads = 64;
+  size_t max_idle_consumers = 4;
+  uint64_t max_entry_bytes = 64 << 20;
+  size_t batch_bytes = 1 << 20;  // a response message carries about this much
+};
+
+class EntryReader {
+ public:
+  EntryReader(KafkaProperties properties, ReaderOptions options, MetaStore* meta,
+              std::string name);
+  ~EntryReader();  // waits for running reads, which the server has cancelled by then
+
+  // Starts a read on its own thread; RESOURCE_EXHAUSTED when too many reads are running.
+  absl::Status Start(ReadParams params, std::shared_ptr<ReadSink> sink);
+
+  uint64_t records_skipped() const { return records_skipped_.load(); }
+
+ private:
+  absl::Status Run(const ReadParams& params, ReadSink& sink);
+  absl::StatusOr<std::unique_ptr<Consumer>> AcquireConsumer();
+  void ReleaseConsumer(std::unique_ptr<Consumer> consumer);
+
+  const KafkaProperties properties_;
+  const ReaderOptions options_;
+  MetaStore* const meta_;
+  const std::string name_;
+  std::atomic<uint64_t> records_skipped_{0};
+  std::atomic<uint64_t> consumers_made_{0};
+
+  std::mutex mu_;
+  std::condition_variable idle_cv_;
+  size_t running_ = 0;
+  std::vector<std::unique_ptr<Consumer>> idle_consumers_;
+};
+
+}  // namespace wal

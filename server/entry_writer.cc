@@ -1,0 +1,229 @@
+#include "server/entry_writer.h"
+
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "server/codec.h"
+#include "server/errors.h"
+#include "spdlog/spdlog.h"
+
+namespace wal {
+
+using std::chrono::steady_clock;
+
+// One Append call. It completes when its last record is reported or when its timer fires,
+// whichever comes first, and is deleted when both have happened.
+class EntryWriter::Call {
+ public:
+  struct Record : DeliveryHandler {
+    Call* call = nullptr;
+    uint32_t item = 0;
+    bool first_of_entry = false;
+    std::string value;
+    void OnDelivery(rd_kafka_resp_err_t err, int64_t offset) override {
+      call->OnRecord(*this, err, offset);
+    }
+  };
+
+  Call(EntryWriter* writer, size_t items, size_t records, Callback done)
+      : records(records), writer_(writer), ids_(items, 0), done_(std::move(done)) {
+    // One pending count per record plus one for Append while it produces.
+    pending_ = static_cast<int>(records) + 1;
+  }
+
+  std::vector<Record> records;
+  std::multimap<steady_clock::time_point, Call*>::iterator timer;
+  bool timer_armed = false;  // guarded by the writer's timer_mu_
+
+  // `n` records will not be reported (never sent), or Append is done producing.
+  void RecordsDone(int n) {
+    if (pending_.fetch_sub(n) == n) {
+      Finish(first_error());
+      Unref();
+    }
+  }
+
+  void Fail(absl::Status status) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (error_.ok()) error_ = std::move(status);
+  }
+
+  void Finish(absl::Status status) {
+    if (finished_.exchange(true)) return;
+    if (writer_->DisarmTimer(this)) Unref();  // the other reference is still held by our caller
+    if (status.ok()) {
+      done_(std::move(ids_));
+    } else {
+      done_(std::move(status));
+    }
+  }
+
+  // Two references: the records (dropped when the last is reported) and the timer.
+  void Unref() {
+    if (refs_.fetch_sub(1) == 1) delete this;
+  }
+
+ private:
+  void OnRecord(const Record& r, rd_kafka_resp_err_t err, int64_t offset) {
+    if (err) {
+      Fail(KafkaErrorToStatus(err, "appending to Kafka"));
+    } else if (r.first_of_entry) {
+      if (offset < 0) {
+        // A retried batch that the broker had already written: durable, but its offset unknown.
+        Fail(absl::UnavailableError("Kafka acknowledged an entry without its offset; retry"));
+      } else {
+        ids_[r.item] = static_cast<uint64_t>(offset);
+      }
+    }
+    RecordsDone(1);
+  }
+
+  absl::Status first_error() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return error_;
+  }
+
+  EntryWriter* writer_;
+  std::vector<uint64_t> ids_;
+  Callback done_;
+  std::atomic<int> pending_{0};
+  std::atomic<int> refs_{2};
+  std::atomic<bool> finished_{false};
+  std::mutex mu_;
+  absl::Status error_;
+};
+
+absl::StatusOr<std::unique_ptr<EntryWriter>> EntryWriter::Create(const KafkaProperties& properties,
+                                                                 const WriterOptions& options,
+                                                                 const std::string& name) {
+  std::unique_ptr<EntryWriter> writer(new EntryWriter(options));
+  for (int i = 0; i < std::max(1, options.producers); ++i) {
+    auto producer = Producer::Create(properties, absl::StrCat(name, "-writer-", i));
+    if (!producer.ok()) return producer.status();
+    auto slot = std::make_unique<ProducerSlot>();
+    slot->producer = std::move(*producer);
+    writer->producers_.push_back(std::move(slot));
+  }
+  // Nonces tie the chunks of one entry together; a random base keeps two servers (or two runs
+  // of one) apart.
+  writer->next_nonce_ = std::random_device{}() * uint64_t{0x9e3779b97f4a7c15};
+  writer->timer_thread_ = std::thread([w = writer.get()] { w->TimerLoop(); });
+  return writer;
+}
+
+EntryWriter::~EntryWriter() {
+  // Producers flush and purge first, so every call completes, then the timer goes.
+  for (auto& p : producers_) p->producer.reset();
+  {
+    std::lock_guard<std::mutex> lock(timer_mu_);
+    stop_ = true;
+  }
+  timer_cv_.notify_all();
+  timer_thread_.join();
+}
+
+EntryWriter::ProducerSlot& EntryWriter::OwnerOf(const Slot& slot) {
+  const size_t h = std::hash<std::string>()(slot.topic) * 31 + static_cast<size_t>(slot.partition);
+  return *producers_[h % producers_.size()];
+}
+
+void EntryWriter::Append(std::vector<AppendItem> items, steady_clock::time_point deadline,
+                         Callback done) {
+  size_t total = 0;
+  std::vector<std::vector<std::string>> encoded;
+  encoded.reserve(items.size());
+  for (const AppendItem& item : items) {
+    encoded.push_back(EncodeEntry(item.data, next_nonce_.fetch_add(1), options_.max_record_bytes));
+    total += encoded.back().size();
+  }
+  // Addresses of the records are handed to librdkafka: the vector is sized once, here.
+  auto* call = new Call(this, items.size(), total, std::move(done));
+
+  // Complete a little before the caller's deadline, so the caller hears UNAVAILABLE instead of
+  // timing out blind.
+  const auto now = steady_clock::now();
+  auto fire_at = now + options_.append_timeout;
+  if (deadline < fire_at) {
+    const auto margin = std::clamp<steady_clock::duration>((deadline - now) / 10,
+                                                           std::chrono::milliseconds(10),
+                                                           std::chrono::milliseconds(500));
+    fire_at = deadline - margin;
+  }
+  ArmTimer(call, fire_at);
+
+  // Group by producer; within a producer, produce every record of the call under its lock, so
+  // that chunks of one entry are never interleaved with another call's.
+  std::map<ProducerSlot*, std::vector<size_t>> by_producer;
+  for (size_t i = 0; i < items.size(); ++i) by_producer[&OwnerOf(items[i].slot)].push_back(i);
+  std::vector<size_t> first_record(items.size());
+  for (size_t i = 0, r = 0; i < items.size(); r += encoded[i].size(), ++i) first_record[i] = r;
+
+  int unsent = 0;
+  bool failed = false;
+  for (auto& [owner, indexes] : by_producer) {
+    std::lock_guard<std::mutex> lock(owner->produce_mu);
+    for (size_t i : indexes) {
+      const std::string key = EncodeKey(items[i].namespace_id);
+      for (size_t c = 0; c < encoded[i].size(); ++c) {
+        Call::Record& record = call->records[first_record[i] + c];
+        record.call = call;
+        record.item = static_cast<uint32_t>(i);
+        record.first_of_entry = c == 0;
+        record.value = std::move(encoded[i][c]);
+        if (failed) {
+          ++unsent;
+          continue;
+        }
+        absl::Status s = owner->producer->Produce(items[i].slot.topic, items[i].slot.partition,
+                                                  key, record.value, &record);
+        if (!s.ok()) {
+          call->Fail(std::move(s));
+          failed = true;
+          ++unsent;
+        }
+      }
+    }
+  }
+  call->RecordsDone(unsent + 1);
+}
+
+void EntryWriter::ArmTimer(Call* call, steady_clock::time_point when) {
+  std::lock_guard<std::mutex> lock(timer_mu_);
+  call->timer = timers_.emplace(when, call);
+  call->timer_armed = true;
+  if (call->timer == timers_.begin()) timer_cv_.notify_one();
+}
+
+bool EntryWriter::DisarmTimer(Call* call) {
+  std::lock_guard<std::mutex> lock(timer_mu_);
+  if (!call->timer_armed) return false;
+  timers_.erase(call->timer);
+  call->timer_armed = false;
+  return true;
+}
+
+void EntryWriter::TimerLoop() {
+  std::unique_lock<std::mutex> lock(timer_mu_);
+  while (!stop_) {
+    if (timers_.empty()) {
+      timer_cv_.wait(lock);
+      continue;
+    }
+    const auto next = timers_.begin()->first;
+    if (steady_clock::now() < next) {
+      timer_cv_.wait_until(lock, next);
+      continue;
+    }
+    Call* call = timers_.begin()->second;
+    timers_.erase(timers_.begin());
+    call->timer_armed = false;
+    lock.unlock();
+    call->Finish(absl::UnavailableError(
+        "Kafka did not acknowledge the append in time (is Kafka reachable?); the outcome is "
+        "unknown and a retry is safe"));
+    call->Unref();
+    lock.lock();
+  }
+}
+
+}  // namespace wal

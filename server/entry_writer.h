@@ -1,0 +1,80 @@
+// Appends entries to their slots through a pool of idempotent producers. Each producer owns a
+// fixed share of the slots, so the records of one slot, and the chunks of one entry, always go
+// through one producer in order. Calls complete from delivery reports: no thread waits per call.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "server/kafka.h"
+#include "server/namespace_table.h"
+
+namespace wal {
+
+struct WriterOptions {
+  int producers = 2;
+  size_t max_record_bytes = 1000000;  // value bytes of one Kafka record, header included
+  // An append not acknowledged within this time (or shortly before the caller's deadline)
+  // completes with UNAVAILABLE; its outcome is then unknown.
+  std::chrono::milliseconds append_timeout{30000};
+};
+
+struct AppendItem {
+  Slot slot;
+  uint64_t namespace_id = 0;
+  std::string_view data;  // must stay valid until the callback has run
+};
+
+class EntryWriter {
+ public:
+  using Callback = std::function<void(absl::StatusOr<std::vector<uint64_t>>)>;
+
+  static absl::StatusOr<std::unique_ptr<EntryWriter>> Create(const KafkaProperties& properties,
+                                                             const WriterOptions& options,
+                                                             const std::string& name);
+  ~EntryWriter();
+
+  // Appends `items` and calls `done` exactly once, with one entry id per item or the first error,
+  // from a producer's poll thread or the timer thread (or inline when nothing could be sent).
+  // Never blocks. `deadline` is the caller's; the call completes a little before it.
+  void Append(std::vector<AppendItem> items, std::chrono::steady_clock::time_point deadline,
+              Callback done);
+
+ private:
+  class Call;
+  friend class Call;
+  struct ProducerSlot {
+    std::unique_ptr<Producer> producer;
+    std::mutex produce_mu;  // keeps the records of one call contiguous per producer
+  };
+
+  EntryWriter(const WriterOptions& options) : options_(options) {}
+  ProducerSlot& OwnerOf(const Slot& slot);
+  void TimerLoop();
+  void ArmTimer(Call* call, std::chrono::steady_clock::time_point when);
+  // True if the timer still held the call (and so the caller now owns the timer's reference).
+  bool DisarmTimer(Call* call);
+
+  const WriterOptions options_;
+  std::vector<std::unique_ptr<ProducerSlot>> producers_;
+  std::atomic<uint64_t> next_nonce_{0};
+
+  std::mutex timer_mu_;
+  std::condition_variable timer_cv_;
+  std::multimap<std::chrono::steady_clock::time_point, Call*> timers_;
+  bool stop_ = false;
+  std::thread timer_thread_;
+};
+
+}  // namespace wal

@@ -1,0 +1,366 @@
+#include "server/kafka.h"
+
+#include <librdkafka/rdkafka_mock.h>
+
+#include <chrono>
+#include <set>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "server/errors.h"
+#include "spdlog/spdlog.h"
+
+namespace wal {
+namespace {
+
+void LogFromKafka(const rd_kafka_t* rk, int level, const char* facility, const char* message) {
+  // syslog levels: 0-3 error, 4 warning, 5-6 info, 7 debug.
+  const auto spd_level = level <= 3   ? spdlog::level::err
+                         : level == 4 ? spdlog::level::warn
+                         : level <= 6 ? spdlog::level::info
+                                      : spdlog::level::debug;
+  spdlog::log(spd_level, "librdkafka {} {}: {}", rd_kafka_name(rk), facility, message);
+}
+
+struct AdminOptionsDeleter {
+  void operator()(rd_kafka_AdminOptions_t* o) const { rd_kafka_AdminOptions_destroy(o); }
+};
+struct QueueDeleter {
+  void operator()(rd_kafka_queue_t* q) const { rd_kafka_queue_destroy(q); }
+};
+struct EventDeleter {
+  void operator()(rd_kafka_event_t* e) const { rd_kafka_event_destroy(e); }
+};
+using EventPtr = std::unique_ptr<rd_kafka_event_t, EventDeleter>;
+
+// Runs one admin request and waits for its result event.
+absl::StatusOr<EventPtr> RunAdmin(rd_kafka_t* rk, rd_kafka_admin_op_t op, int timeout_ms,
+                                  const std::function<void(rd_kafka_AdminOptions_t*,
+                                                           rd_kafka_queue_t*)>& submit) {
+  std::unique_ptr<rd_kafka_queue_t, QueueDeleter> queue(rd_kafka_queue_new(rk));
+  std::unique_ptr<rd_kafka_AdminOptions_t, AdminOptionsDeleter> options(
+      rd_kafka_AdminOptions_new(rk, op));
+  char errstr[512];
+  rd_kafka_AdminOptions_set_request_timeout(options.get(), timeout_ms, errstr, sizeof(errstr));
+  if (op == RD_KAFKA_ADMIN_OP_CREATETOPICS) {
+    rd_kafka_AdminOptions_set_operation_timeout(options.get(), timeout_ms, errstr, sizeof(errstr));
+  }
+  submit(options.get(), queue.get());
+  EventPtr event(rd_kafka_queue_poll(queue.get(), timeout_ms + 2000));
+  if (!event) return absl::UnavailableError("Kafka admin request timed out");
+  if (rd_kafka_event_error(event.get())) {
+    return KafkaErrorToStatus(rd_kafka_event_error(event.get()),
+                              absl::StrCat("Kafka admin request (",
+                                           rd_kafka_event_error_string(event.get()), ")"));
+  }
+  return event;
+}
+
+// Number of partitions and replicas of partition 0 of `topic`, from a metadata request.
+absl::StatusOr<std::pair<int, int>> DescribeTopicShape(rd_kafka_t* rk, const std::string& topic,
+                                                      int timeout_ms) {
+  rd_kafka_topic_t* rkt = rd_kafka_topic_new(rk, topic.c_str(), nullptr);
+  const rd_kafka_metadata_t* md = nullptr;
+  rd_kafka_resp_err_t err = rd_kafka_metadata(rk, 0, rkt, &md, timeout_ms);
+  rd_kafka_topic_destroy(rkt);
+  if (err) return KafkaErrorToStatus(err, absl::StrCat("metadata of topic ", topic));
+  std::pair<int, int> shape{-1, -1};
+  absl::Status status = absl::OkStatus();
+  for (int i = 0; i < md->topic_cnt; ++i) {
+    const rd_kafka_metadata_topic_t& t = md->topics[i];
+    if (topic != t.topic) continue;
+    if (t.err) {
+      status = KafkaErrorToStatus(t.err, absl::StrCat("metadata of topic ", topic));
+      break;
+    }
+    shape.first = t.partition_cnt;
+    for (int p = 0; p < t.partition_cnt; ++p) {
+      if (t.partitions[p].id == 0) shape.second = t.partitions[p].replica_cnt;
+      if (t.partitions[p].leader < 0) {
+        status = absl::UnavailableError(
+            absl::StrCat("partition ", t.partitions[p].id, " of ", topic, " has no leader"));
+      }
+    }
+  }
+  rd_kafka_metadata_destroy(md);
+  if (!status.ok()) return status;
+  if (shape.first < 0) return absl::NotFoundError(absl::StrCat("topic ", topic, " not found"));
+  return shape;
+}
+
+absl::StatusOr<std::map<std::string, std::string>> DescribeTopicConfigs(rd_kafka_t* rk,
+                                                                        const std::string& topic,
+                                                                        int timeout_ms) {
+  rd_kafka_ConfigResource_t* resource =
+      rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_TOPIC, topic.c_str());
+  auto event = RunAdmin(rk, RD_KAFKA_ADMIN_OP_DESCRIBECONFIGS, timeout_ms,
+                        [&](rd_kafka_AdminOptions_t* options, rd_kafka_queue_t* queue) {
+                          rd_kafka_DescribeConfigs(rk, &resource, 1, options, queue);
+                        });
+  rd_kafka_ConfigResource_destroy(resource);
+  if (!event.ok()) return event.status();
+  const rd_kafka_DescribeConfigs_result_t* result =
+      rd_kafka_event_DescribeConfigs_result(event->get());
+  size_t count = 0;
+  const rd_kafka_ConfigResource_t** resources =
+      rd_kafka_DescribeConfigs_result_resources(result, &count);
+  std::map<std::string, std::string> configs;
+  for (size_t i = 0; i < count; ++i) {
+    if (rd_kafka_ConfigResource_error(resources[i])) {
+      return KafkaErrorToStatus(rd_kafka_ConfigResource_error(resources[i]),
+                                absl::StrCat("describing topic ", topic));
+    }
+    size_t entry_count = 0;
+    const rd_kafka_ConfigEntry_t** entries =
+        rd_kafka_ConfigResource_configs(resources[i], &entry_count);
+    for (size_t e = 0; e < entry_count; ++e) {
+      const char* value = rd_kafka_ConfigEntry_value(entries[e]);
+      configs[rd_kafka_ConfigEntry_name(entries[e])] = value ? value : "";
+    }
+  }
+  return configs;
+}
+
+// Settings where more than asked for is as good (a topic an operator tuned up is fine).
+bool AtLeastIsEnough(const std::string& key) {
+  return key == "max.message.bytes" || key == "min.insync.replicas";
+}
+
+absl::Status CheckExistingTopic(rd_kafka_t* rk, const TopicSpec& spec, int timeout_ms) {
+  auto shape = DescribeTopicShape(rk, spec.name, timeout_ms);
+  if (!shape.ok()) return shape.status();
+  if (shape->first != spec.partitions) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("topic ", spec.name, " exists with ", shape->first, " partitions, expected ",
+                     spec.partitions, "; fix the topic or the partition setting"));
+  }
+  if (spec.replication_factor > 0 && shape->second < spec.replication_factor) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("topic ", spec.name, " exists with replication factor ", shape->second,
+                     ", expected at least ", spec.replication_factor));
+  }
+  auto configs = DescribeTopicConfigs(rk, spec.name, timeout_ms);
+  if (!configs.ok()) return configs.status();
+  for (const auto& [key, want] : spec.configs) {
+    auto it = configs->find(key);
+    const std::string have = it == configs->end() ? "(unset)" : it->second;
+    int64_t have_n = 0, want_n = 0;
+    const bool ok = have == want || (AtLeastIsEnough(key) && absl::SimpleAtoi(have, &have_n) &&
+                                     absl::SimpleAtoi(want, &want_n) && have_n >= want_n);
+    if (!ok) {
+      return absl::FailedPreconditionError(absl::StrCat("topic ", spec.name, " has ", key, "=",
+                                                        have, ", expected ", want));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<KafkaHandle> NewKafkaClient(
+    rd_kafka_type_t type, const KafkaProperties& properties,
+    const std::function<void(rd_kafka_conf_t*)>& customize) {
+  rd_kafka_conf_t* conf = rd_kafka_conf_new();
+  char errstr[512];
+  for (const auto& [key, value] : properties) {
+    if (rd_kafka_conf_set(conf, key.c_str(), value.c_str(), errstr, sizeof(errstr)) !=
+        RD_KAFKA_CONF_OK) {
+      rd_kafka_conf_destroy(conf);
+      return absl::InvalidArgumentError(absl::StrCat("Kafka property ", key, "=", value, ": ",
+                                                     errstr));
+    }
+  }
+  rd_kafka_conf_set_log_cb(conf, LogFromKafka);
+  if (customize) customize(conf);
+  rd_kafka_t* rk = rd_kafka_new(type, conf, errstr, sizeof(errstr));
+  if (rk == nullptr) {
+    rd_kafka_conf_destroy(conf);
+    return absl::InvalidArgumentError(absl::StrCat("creating a Kafka client: ", errstr));
+  }
+  return KafkaHandle(rk);
+}
+
+// ---- Producer ----
+
+absl::StatusOr<std::unique_ptr<Producer>> Producer::Create(const KafkaProperties& properties,
+                                                           std::string name) {
+  KafkaProperties props = properties;
+  props["client.id"] = name;
+  props["enable.idempotence"] = "true";
+  props["acks"] = "all";
+  auto rk = NewKafkaClient(RD_KAFKA_PRODUCER, props, [](rd_kafka_conf_t* conf) {
+    rd_kafka_conf_set_dr_msg_cb(conf, &Producer::OnDeliveryReport);
+    rd_kafka_conf_set_error_cb(conf, &Producer::OnError);
+  });
+  if (!rk.ok()) return rk.status();
+  return std::unique_ptr<Producer>(new Producer(std::move(*rk), std::move(name)));
+}
+
+Producer::Producer(KafkaHandle rk, std::string name) : rk_(std::move(rk)), name_(std::move(name)) {
+  poll_thread_ = std::thread([this] {
+    while (!stop_.load()) rd_kafka_poll(rk_.get(), 100);
+  });
+}
+
+Producer::~Producer() {
+  // Give queued records a moment to reach Kafka, then fail the rest so that every handler hears
+  // back before the handle goes away.
+  rd_kafka_flush(rk_.get(), 5000);
+  rd_kafka_purge(rk_.get(), RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+  rd_kafka_flush(rk_.get(), 1000);
+  stop_.store(true);
+  poll_thread_.join();
+  rd_kafka_poll(rk_.get(), 0);
+}
+
+absl::Status Producer::Produce(const std::string& topic, int32_t partition, std::string_view key,
+                               std::string_view value, DeliveryHandler* handler) {
+  rd_kafka_resp_err_t err = rd_kafka_producev(
+      rk_.get(), RD_KAFKA_V_TOPIC(topic.c_str()), RD_KAFKA_V_PARTITION(partition),
+      RD_KAFKA_V_KEY(const_cast<char*>(key.data()), key.size()),
+      RD_KAFKA_V_VALUE(const_cast<char*>(value.data()), value.size()),
+      RD_KAFKA_V_OPAQUE(handler), RD_KAFKA_V_END);
+  return KafkaErrorToStatus(err, absl::StrCat("producing to ", topic, "[", partition, "]"));
+}
+
+void Producer::OnDeliveryReport(rd_kafka_t*, const rd_kafka_message_t* msg, void*) {
+  static_cast<DeliveryHandler*>(msg->_private)->OnDelivery(msg->err, msg->offset);
+}
+
+void Producer::OnError(rd_kafka_t* rk, int err, const char* reason, void*) {
+  const auto code = static_cast<rd_kafka_resp_err_t>(err);
+  spdlog::warn("Kafka producer {}: {} ({})", rd_kafka_name(rk), reason, rd_kafka_err2name(code));
+}
+
+// ---- Consumer ----
+
+absl::StatusOr<std::unique_ptr<Consumer>> Consumer::Create(const KafkaProperties& properties,
+                                                           std::string name) {
+  KafkaProperties props = properties;
+  props["client.id"] = name;
+  // librdkafka 2.0.2 wants a group.id for assign(); the group is never joined or committed to.
+  props["group.id"] = "walserver-reader";
+  props["enable.auto.commit"] = "false";
+  props["enable.auto.offset.store"] = "false";
+  props["auto.offset.reset"] = "error";
+  props["enable.partition.eof"] = "true";
+  if (!props.count("fetch.wait.max.ms")) props["fetch.wait.max.ms"] = "50";
+  if (!props.count("queued.max.messages.kbytes")) props["queued.max.messages.kbytes"] = "16384";
+  auto rk = NewKafkaClient(RD_KAFKA_CONSUMER, props);
+  if (!rk.ok()) return rk.status();
+  rd_kafka_poll_set_consumer(rk->get());
+  return std::unique_ptr<Consumer>(new Consumer(std::move(*rk)));
+}
+
+Consumer::~Consumer() { rd_kafka_consumer_close(rk_.get()); }
+
+absl::Status Consumer::Assign(const std::string& topic, int32_t partition, int64_t offset) {
+  rd_kafka_topic_partition_list_t* list = rd_kafka_topic_partition_list_new(1);
+  rd_kafka_topic_partition_list_add(list, topic.c_str(), partition)->offset = offset;
+  rd_kafka_resp_err_t err = rd_kafka_assign(rk_.get(), list);
+  rd_kafka_topic_partition_list_destroy(list);
+  return KafkaErrorToStatus(err, "assigning a partition");
+}
+
+absl::Status Consumer::Unassign() {
+  return KafkaErrorToStatus(rd_kafka_assign(rk_.get(), nullptr), "unassigning");
+}
+
+Message Consumer::Poll(int timeout_ms) { return Message(rd_kafka_consumer_poll(rk_.get(), timeout_ms)); }
+
+// ---- Admin ----
+
+absl::StatusOr<Watermarks> QueryWatermarks(rd_kafka_t* rk, const std::string& topic,
+                                           int32_t partition, int timeout_ms) {
+  Watermarks w;
+  rd_kafka_resp_err_t err =
+      rd_kafka_query_watermark_offsets(rk, topic.c_str(), partition, &w.low, &w.high, timeout_ms);
+  if (err) {
+    return KafkaErrorToStatus(err, absl::StrCat("querying the end of ", topic, "[", partition, "]"));
+  }
+  return w;
+}
+
+absl::Status EnsureTopics(rd_kafka_t* rk, const std::vector<TopicSpec>& topics, int timeout_ms) {
+  std::vector<rd_kafka_NewTopic_t*> new_topics;
+  char errstr[512];
+  for (const TopicSpec& spec : topics) {
+    rd_kafka_NewTopic_t* t = rd_kafka_NewTopic_new(spec.name.c_str(), spec.partitions,
+                                                   spec.replication_factor, errstr, sizeof(errstr));
+    if (t == nullptr) {
+      for (auto* n : new_topics) rd_kafka_NewTopic_destroy(n);
+      return absl::InvalidArgumentError(absl::StrCat("topic ", spec.name, ": ", errstr));
+    }
+    for (const auto& [key, value] : spec.configs) {
+      rd_kafka_NewTopic_set_config(t, key.c_str(), value.c_str());
+    }
+    new_topics.push_back(t);
+  }
+  auto event = RunAdmin(rk, RD_KAFKA_ADMIN_OP_CREATETOPICS, timeout_ms,
+                        [&](rd_kafka_AdminOptions_t* options, rd_kafka_queue_t* queue) {
+                          rd_kafka_CreateTopics(rk, new_topics.data(), new_topics.size(), options,
+                                                queue);
+                        });
+  for (auto* n : new_topics) rd_kafka_NewTopic_destroy(n);
+  if (!event.ok()) return event.status();
+  size_t count = 0;
+  const rd_kafka_topic_result_t** results = rd_kafka_CreateTopics_result_topics(
+      rd_kafka_event_CreateTopics_result(event->get()), &count);
+  std::set<std::string> existing;
+  for (size_t i = 0; i < count; ++i) {
+    const rd_kafka_resp_err_t err = rd_kafka_topic_result_error(results[i]);
+    const std::string name = rd_kafka_topic_result_name(results[i]);
+    if (err == RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS) {
+      existing.insert(name);
+    } else if (err) {
+      const char* why = rd_kafka_topic_result_error_string(results[i]);
+      return KafkaErrorToStatus(err, absl::StrCat("creating topic ", name, " (", why ? why : "",
+                                                  ")"));
+    } else {
+      spdlog::info("created topic {}", name);
+    }
+  }
+  if (absl::Status s = WaitForTopics(rk, topics, timeout_ms); !s.ok()) return s;
+  for (const TopicSpec& spec : topics) {
+    if (!existing.count(spec.name)) continue;
+    if (absl::Status s = CheckExistingTopic(rk, spec, timeout_ms); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WaitForTopics(rd_kafka_t* rk, const std::vector<TopicSpec>& topics, int timeout_ms) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (const TopicSpec& spec : topics) {
+    while (true) {
+      auto shape = DescribeTopicShape(rk, spec.name, 2000);
+      if (shape.ok()) break;
+      if (std::chrono::steady_clock::now() > deadline) return shape.status();
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// ---- Mock cluster ----
+
+absl::StatusOr<std::unique_ptr<MockCluster>> MockCluster::Create(int brokers) {
+  // The mock cluster runs on the threads of a client handle; a bare producer serves.
+  auto rk = NewKafkaClient(RD_KAFKA_PRODUCER, {{"client.id", "walserver-mock-cluster"}, {"log_level", "3"}});
+  if (!rk.ok()) return rk.status();
+  rd_kafka_mock_cluster_t* cluster = rd_kafka_mock_cluster_new(rk->get(), brokers);
+  if (cluster == nullptr) return absl::InternalError("could not start the Kafka mock cluster");
+  return std::unique_ptr<MockCluster>(new MockCluster(std::move(*rk), cluster));
+}
+
+MockCluster::~MockCluster() { rd_kafka_mock_cluster_destroy(cluster_); }
+
+std::string MockCluster::bootstrap_servers() const {
+  return rd_kafka_mock_cluster_bootstraps(cluster_);
+}
+
+absl::Status MockCluster::CreateTopic(const std::string& topic, int partitions) {
+  return KafkaErrorToStatus(rd_kafka_mock_topic_create(cluster_, topic.c_str(), partitions, 1),
+                            absl::StrCat("creating mock topic ", topic));
+}
+
+}  // namespace wal

@@ -1,0 +1,249 @@
+#include "server/meta_store.h"
+
+#include <future>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "server/codec.h"
+#include "server/errors.h"
+#include "spdlog/spdlog.h"
+
+namespace wal {
+namespace {
+
+using meta::v1::NamespaceRecord;
+
+int RemainingMs(Clock::time_point deadline) {
+  const auto left =
+      std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  return static_cast<int>(std::clamp<int64_t>(left, 0, 1 << 30));
+}
+
+// Reports one delivery to a promise. It owns itself until the report arrives, so a caller that
+// gave up waiting leaves nothing dangling.
+class PromiseDelivery : public DeliveryHandler {
+ public:
+  using Result = std::pair<rd_kafka_resp_err_t, int64_t>;
+  static std::pair<PromiseDelivery*, std::future<Result>> New(std::string value) {
+    auto* d = new PromiseDelivery(std::move(value));
+    return {d, d->promise_.get_future()};
+  }
+  void OnDelivery(rd_kafka_resp_err_t err, int64_t offset) override {
+    promise_.set_value({err, offset});
+    delete this;
+  }
+  const std::string& value() const { return value_; }
+
+ private:
+  explicit PromiseDelivery(std::string value) : value_(std::move(value)) {}
+  std::string value_;
+  std::promise<Result> promise_;
+};
+
+}  // namespace
+
+MetaStore::MetaStore(std::vector<Slot> slots, MetaOptions options)
+    : options_(std::move(options)), table_(std::move(slots)) {}
+
+absl::StatusOr<std::unique_ptr<MetaStore>> MetaStore::Open(const KafkaProperties& properties,
+                                                           std::vector<Slot> slots,
+                                                           MetaOptions options) {
+  std::unique_ptr<MetaStore> store(new MetaStore(std::move(slots), std::move(options)));
+  const auto deadline = Clock::now() + std::chrono::milliseconds(store->options_.startup_timeout_ms);
+  auto producer = Producer::Create(properties, store->options_.writer + "-meta");
+  if (!producer.ok()) return producer.status();
+  store->producer_ = std::move(*producer);
+  auto consumer = Consumer::Create(properties, store->options_.writer + "-meta-tail");
+  if (!consumer.ok()) return consumer.status();
+  store->consumer_ = std::move(*consumer);
+  if (absl::Status s = store->consumer_->Assign(store->options_.topic, 0, RD_KAFKA_OFFSET_BEGINNING);
+      !s.ok()) {
+    return s;
+  }
+
+  // Where the topic ends now: the table is complete once the tail has read this far.
+  absl::StatusOr<Watermarks> end;
+  do {
+    end = QueryWatermarks(store->consumer_->handle(), store->options_.topic, 0,
+                          std::min(5000, RemainingMs(deadline)));
+  } while (!end.ok() && Clock::now() < deadline);
+  if (!end.ok()) return end.status();
+
+  store->tail_thread_ = std::thread([s = store.get()] { s->TailLoop(); });
+  if (absl::Status s = store->WaitApplied(end->high - 1, deadline); !s.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("reading the namespace table from ", store->options_.topic, ": ", s.message()));
+  }
+  std::vector<NamespaceState> stale;
+  {
+    absl::MutexLock lock(&store->mu_);
+    stale = store->table_.NeedingRestate();
+    spdlog::info("namespace table loaded from {}: {} namespaces, {} records read",
+                 store->options_.topic, store->table_.live_count(), store->next_offset_);
+  }
+  for (const NamespaceState& state : stale) store->Restate(state, deadline);
+  return store;
+}
+
+MetaStore::~MetaStore() {
+  stop_.store(true);
+  if (tail_thread_.joinable()) tail_thread_.join();
+}
+
+void MetaStore::TailLoop() {
+  while (!stop_.load()) {
+    Message msg = consumer_->Poll(100);
+    if (!msg) continue;
+    if (msg->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+      absl::MutexLock lock(&mu_);
+      next_offset_ = std::max(next_offset_, msg->offset);
+      tail_error_.clear();
+      continue;
+    }
+    if (msg->err) {
+      const absl::Status status = KafkaErrorToStatus(msg->err, "tailing the metadata topic");
+      absl::MutexLock lock(&mu_);
+      if (tail_error_ != status.message()) spdlog::warn("{}", status.ToString());
+      tail_error_ = std::string(status.message());
+      continue;
+    }
+    ApplyMessage(*msg);
+  }
+}
+
+void MetaStore::ApplyMessage(const rd_kafka_message_t& msg) {
+  absl::MutexLock lock(&mu_);
+  next_offset_ = std::max(next_offset_, msg.offset + 1);
+  tail_error_.clear();
+  const std::optional<uint64_t> id = DecodeKey(msg.key, msg.key_len);
+  NamespaceRecord record;
+  if (!id || *id == 0 || msg.payload == nullptr ||
+      !record.ParseFromArray(msg.payload, static_cast<int>(msg.len)) || record.version() != 1) {
+    ++skipped_;
+    spdlog::warn("skipping undecodable record at offset {} of {}", msg.offset, options_.topic);
+    return;
+  }
+  const ApplyOutcome outcome = table_.Apply(*id, record, msg.offset);
+  if (outcome == ApplyOutcome::kCreated) {
+    spdlog::debug("namespace {} in {}[{}] from offset {}", *id, record.topic(), record.partition(),
+                  record.start_offset());
+  }
+}
+
+absl::Status MetaStore::WaitApplied(int64_t offset, Clock::time_point deadline) {
+  absl::MutexLock lock(&mu_);
+  auto applied = [this, offset]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return next_offset_ > offset;
+  };
+  const absl::Time abs_deadline =
+      absl::Now() + absl::Milliseconds(RemainingMs(deadline));
+  if (!mu_.AwaitWithDeadline(absl::Condition(&applied), abs_deadline)) {
+    return absl::UnavailableError(absl::StrCat(
+        "the metadata topic was not read up to offset ", offset, " in time (read up to ",
+        next_offset_, tail_error_.empty() ? "" : "; " + tail_error_, ")"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> MetaStore::ProduceAndApply(uint64_t namespace_id,
+                                                   const NamespaceRecord& record,
+                                                   Clock::time_point deadline) {
+  auto [delivery, result] = PromiseDelivery::New(record.SerializeAsString());
+  const std::string key = EncodeKey(namespace_id);
+  if (absl::Status s = producer_->Produce(options_.topic, 0, key, delivery->value(), delivery);
+      !s.ok()) {
+    delete delivery;
+    return s;
+  }
+  if (result.wait_until(deadline) != std::future_status::ready) {
+    return absl::UnavailableError(
+        "Kafka did not acknowledge the metadata record in time; the outcome is unknown");
+  }
+  const auto [err, offset] = result.get();
+  if (err) return KafkaErrorToStatus(err, "writing the metadata record");
+  if (offset < 0) {
+    return absl::UnavailableError("Kafka acknowledged the metadata record without an offset");
+  }
+  if (absl::Status s = WaitApplied(offset, deadline); !s.ok()) return s;
+  return offset;
+}
+
+void MetaStore::Restate(const NamespaceState& state, Clock::time_point deadline) {
+  auto offset =
+      ProduceAndApply(state.namespace_id, MakeRecord(NamespaceRecord::RESTATE, state, options_.writer),
+                      deadline);
+  if (!offset.ok()) {
+    spdlog::warn("restating namespace {}: {}", state.namespace_id, offset.status().ToString());
+  }
+}
+
+absl::StatusOr<std::pair<NamespaceState, bool>> MetaStore::Create(
+    uint64_t namespace_id, const std::function<absl::StatusOr<int64_t>(const Slot&)>& slot_end,
+    Clock::time_point deadline) {
+  NamespaceState proposal;
+  {
+    absl::MutexLock lock(&mu_);
+    if (auto existing = table_.Get(namespace_id)) return std::make_pair(*existing, false);
+    proposal.slot = table_.LeastLoadedSlot();
+  }
+  proposal.namespace_id = namespace_id;
+  absl::StatusOr<int64_t> start = slot_end(proposal.slot);
+  if (!start.ok()) return start.status();
+  proposal.start_offset = *start;
+  auto offset = ProduceAndApply(namespace_id,
+                                MakeRecord(NamespaceRecord::CREATE, proposal, options_.writer),
+                                deadline);
+  if (!offset.ok()) return offset.status();
+  std::optional<NamespaceState> winner = Get(namespace_id);
+  if (!winner) {
+    return absl::AbortedError(
+        absl::StrCat("namespace ", namespace_id, " was deleted while being created; retry"));
+  }
+  const bool created = winner->meta_offset == *offset;
+  if (!created) {
+    // We lost a race to another CREATE. Our record is now the key's latest, which compaction
+    // would keep: restate the winner after it.
+    Restate(*winner, deadline);
+  }
+  return std::make_pair(*winner, created);
+}
+
+absl::StatusOr<NamespaceState> MetaStore::Truncate(uint64_t namespace_id, int64_t truncated_before,
+                                                   Clock::time_point deadline) {
+  std::optional<NamespaceState> state = Get(namespace_id);
+  if (!state) return absl::NotFoundError(absl::StrCat("namespace ", namespace_id, " not found"));
+  if (truncated_before <= state->truncated_before) return *state;
+  state->truncated_before = truncated_before;
+  auto offset = ProduceAndApply(
+      namespace_id, MakeRecord(NamespaceRecord::TRUNCATE, *state, options_.writer), deadline);
+  if (!offset.ok()) return offset.status();
+  state = Get(namespace_id);
+  if (!state) return absl::NotFoundError(absl::StrCat("namespace ", namespace_id, " was deleted"));
+  return *state;
+}
+
+absl::Status MetaStore::Delete(uint64_t namespace_id, Clock::time_point deadline) {
+  std::optional<NamespaceState> state = Get(namespace_id);
+  if (!state) return absl::NotFoundError(absl::StrCat("namespace ", namespace_id, " not found"));
+  state->deleted = true;
+  return ProduceAndApply(namespace_id,
+                         MakeRecord(NamespaceRecord::DELETE, *state, options_.writer), deadline)
+      .status();
+}
+
+std::optional<NamespaceState> MetaStore::Get(uint64_t namespace_id) const {
+  absl::MutexLock lock(&mu_);
+  return table_.Get(namespace_id);
+}
+
+std::vector<NamespaceState> MetaStore::List(uint64_t after, size_t limit) const {
+  absl::MutexLock lock(&mu_);
+  return table_.List(after, limit);
+}
+
+uint64_t MetaStore::records_skipped() const {
+  absl::MutexLock lock(&mu_);
+  return skipped_;
+}
+
+}  // namespace wal

@@ -1,0 +1,82 @@
+// The namespace table kept in the compacted metadata topic. Every change is a record produced to
+// that one-partition topic; a tail thread applies the records in offset order, so all servers on
+// one Kafka agree on the table without any other store. A change returns once the server has
+// read its own record back, so the caller sees the change (and who won a race) at once.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "server/kafka.h"
+#include "server/namespace_table.h"
+
+namespace wal {
+
+using Clock = std::chrono::steady_clock;
+
+struct MetaOptions {
+  std::string topic;          // <prefix>_meta
+  std::string writer;         // this server's name, recorded in each record
+  int startup_timeout_ms = 60000;
+};
+
+class MetaStore {
+ public:
+  // Reads the metadata topic to its end before returning, then keeps tailing it.
+  static absl::StatusOr<std::unique_ptr<MetaStore>> Open(const KafkaProperties& properties,
+                                                         std::vector<Slot> slots,
+                                                         MetaOptions options);
+  ~MetaStore();
+
+  // Returns the namespace and whether this call created it. `slot_end` gives the current end
+  // offset of a slot (the new namespace's start_offset). Blocks until the record is read back.
+  absl::StatusOr<std::pair<NamespaceState, bool>> Create(
+      uint64_t namespace_id, const std::function<absl::StatusOr<int64_t>(const Slot&)>& slot_end,
+      Clock::time_point deadline);
+  // Raises the truncation point; NOT_FOUND for an unknown namespace. Blocks like Create.
+  absl::StatusOr<NamespaceState> Truncate(uint64_t namespace_id, int64_t truncated_before,
+                                          Clock::time_point deadline);
+  absl::Status Delete(uint64_t namespace_id, Clock::time_point deadline);
+
+  std::optional<NamespaceState> Get(uint64_t namespace_id) const;
+  std::vector<NamespaceState> List(uint64_t after, size_t limit) const;
+  uint64_t records_skipped() const;
+
+ private:
+  MetaStore(std::vector<Slot> slots, MetaOptions options);
+  void TailLoop();
+  void ApplyMessage(const rd_kafka_message_t& msg);
+  // Produces `record` for `namespace_id`, waits for Kafka's ack and for the tail thread to apply
+  // it; returns its offset.
+  absl::StatusOr<int64_t> ProduceAndApply(uint64_t namespace_id,
+                                          const meta::v1::NamespaceRecord& record,
+                                          Clock::time_point deadline);
+  absl::Status WaitApplied(int64_t offset, Clock::time_point deadline);
+  void Restate(const NamespaceState& state, Clock::time_point deadline);
+
+  const MetaOptions options_;
+  std::unique_ptr<Producer> producer_;
+  std::unique_ptr<Consumer> consumer_;
+
+  mutable absl::Mutex mu_;
+  NamespaceTable table_ ABSL_GUARDED_BY(mu_);
+  int64_t next_offset_ ABSL_GUARDED_BY(mu_) = 0;  // all records below are applied
+  uint64_t skipped_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string tail_error_ ABSL_GUARDED_BY(mu_);
+
+  std::atomic<bool> stop_{false};
+  std::thread tail_thread_;
+};
+
+}  // namespace wal

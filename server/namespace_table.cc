@@ -1,0 +1,117 @@
+#include "server/namespace_table.h"
+
+#include <algorithm>
+
+namespace wal {
+
+using meta::v1::NamespaceRecord;
+
+NamespaceTable::NamespaceTable(std::vector<Slot> slots)
+    : slots_(std::move(slots)), load_(slots_.size(), 0) {
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    slot_index_[{slots_[i].topic, slots_[i].partition}] = i;
+  }
+}
+
+void NamespaceTable::CountLoad(const NamespaceState& state, int delta) {
+  if (state.deleted) return;
+  live_ += delta;
+  auto it = slot_index_.find({state.slot.topic, state.slot.partition});
+  // A slot outside our list: another server was configured with more slots.
+  if (it != slot_index_.end()) load_[it->second] += delta;
+}
+
+void NamespaceTable::Establish(Row& row, uint64_t id, const NamespaceRecord& r,
+                               int64_t meta_offset) {
+  CountLoad(row.state, -1);
+  row.state.namespace_id = id;
+  row.state.slot = Slot{r.topic(), r.partition()};
+  row.state.start_offset = r.start_offset();
+  row.state.truncated_before = r.truncated_before();
+  row.state.deleted = r.deleted() || r.kind() == NamespaceRecord::DELETE;
+  row.state.meta_offset = meta_offset;
+  row.latest_record_stale = false;
+  CountLoad(row.state, +1);
+}
+
+ApplyOutcome NamespaceTable::Apply(uint64_t id, const NamespaceRecord& r, int64_t meta_offset) {
+  auto [it, absent] = rows_.try_emplace(id);
+  Row& row = it->second;
+  if (absent) {
+    // Any record of an unknown namespace carries its whole state: after compaction the CREATE
+    // may be gone and a later TRUNCATE or RESTATE be all that is left.
+    row.state.deleted = true;  // not counted yet
+    Establish(row, id, r, meta_offset);
+    return ApplyOutcome::kCreated;
+  }
+  if (r.kind() == NamespaceRecord::CREATE) {
+    if (row.state.deleted) {
+      Establish(row, id, r, meta_offset);
+      return ApplyOutcome::kCreated;
+    }
+    if (row.state.SameAssignment(r)) return ApplyOutcome::kIgnored;
+    row.latest_record_stale = true;
+    return ApplyOutcome::kLostRace;
+  }
+  // TRUNCATE, RESTATE, DELETE apply only to the assignment they name.
+  if (row.state.deleted || !row.state.SameAssignment(r)) {
+    if (!row.state.deleted) row.latest_record_stale = true;
+    return ApplyOutcome::kIgnored;
+  }
+  row.latest_record_stale = false;
+  bool changed = false;
+  if (r.truncated_before() > row.state.truncated_before) {
+    row.state.truncated_before = r.truncated_before();
+    changed = true;
+  }
+  if (r.kind() == NamespaceRecord::DELETE || r.deleted()) {
+    CountLoad(row.state, -1);
+    row.state.deleted = true;
+    changed = true;
+  }
+  return changed ? ApplyOutcome::kUpdated : ApplyOutcome::kIgnored;
+}
+
+std::optional<NamespaceState> NamespaceTable::Get(uint64_t id) const {
+  auto it = rows_.find(id);
+  if (it == rows_.end() || it->second.state.deleted) return std::nullopt;
+  return it->second.state;
+}
+
+std::vector<NamespaceState> NamespaceTable::List(uint64_t after, size_t limit) const {
+  std::vector<NamespaceState> out;
+  for (auto it = rows_.upper_bound(after); it != rows_.end() && out.size() < limit; ++it) {
+    if (!it->second.state.deleted) out.push_back(it->second.state);
+  }
+  return out;
+}
+
+std::vector<size_t> NamespaceTable::LoadPerSlot() const { return load_; }
+
+const Slot& NamespaceTable::LeastLoadedSlot() const {
+  return slots_[std::min_element(load_.begin(), load_.end()) - load_.begin()];
+}
+
+std::vector<NamespaceState> NamespaceTable::NeedingRestate() const {
+  std::vector<NamespaceState> out;
+  for (const auto& [id, row] : rows_) {
+    if (row.latest_record_stale && !row.state.deleted) out.push_back(row.state);
+  }
+  return out;
+}
+
+NamespaceRecord MakeRecord(NamespaceRecord::Kind kind, const NamespaceState& state,
+                           const std::string& writer) {
+  NamespaceRecord r;
+  r.set_version(1);
+  r.set_kind(kind);
+  r.set_topic(state.slot.topic);
+  r.set_partition(state.slot.partition);
+  r.set_start_offset(state.start_offset);
+  r.set_truncated_before(state.truncated_before);
+  r.set_deleted(state.deleted);
+  r.set_writer(writer);
+  return r;
+}
+
+}  // namespace wal

@@ -1,0 +1,89 @@
+// The namespace table: which slot each namespace lives in and how far it is truncated. It is a
+// pure function of the records of the metadata topic, applied in offset order, so every server
+// that has read the same prefix of that topic holds the same table. Not thread-safe: MetaStore
+// guards it.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "wal/meta/v1/meta.pb.h"
+
+namespace wal {
+
+struct Slot {
+  std::string topic;
+  int32_t partition = 0;
+  bool operator==(const Slot& o) const { return topic == o.topic && partition == o.partition; }
+};
+
+struct NamespaceState {
+  uint64_t namespace_id = 0;
+  Slot slot;
+  int64_t start_offset = 0;      // slot end when created: no entry of it lies below
+  int64_t truncated_before = 0;  // entries below are truncated
+  bool deleted = false;
+  int64_t meta_offset = -1;      // offset of the meta record that established this assignment
+
+  // Lowest readable entry id.
+  int64_t first_entry_id() const { return std::max(start_offset, truncated_before); }
+  bool SameAssignment(const meta::v1::NamespaceRecord& r) const {
+    return slot.topic == r.topic() && slot.partition == r.partition() &&
+           start_offset == r.start_offset();
+  }
+};
+
+enum class ApplyOutcome {
+  kCreated,   // a new assignment (a CREATE, or any record of a namespace not seen before)
+  kUpdated,   // truncation raised or namespace deleted
+  kIgnored,   // no change: a duplicate, or a stale record of an earlier assignment
+  kLostRace,  // a CREATE for a namespace that already had a live assignment
+};
+
+class NamespaceTable {
+ public:
+  // `slots` are the slots this server allocates from, in allocation order.
+  explicit NamespaceTable(std::vector<Slot> slots);
+
+  ApplyOutcome Apply(uint64_t namespace_id, const meta::v1::NamespaceRecord& record,
+                     int64_t meta_offset);
+
+  // The live (not deleted) namespace, if any.
+  std::optional<NamespaceState> Get(uint64_t namespace_id) const;
+  // Live namespaces with id > `after`, in id order, at most `limit`.
+  std::vector<NamespaceState> List(uint64_t after, size_t limit) const;
+  // Live namespaces per slot, in the order of the constructor's slots.
+  std::vector<size_t> LoadPerSlot() const;
+  // The slot with the fewest live namespaces; the first such slot on a tie, so that servers
+  // with the same table choose alike.
+  const Slot& LeastLoadedSlot() const;
+  // Live namespaces whose latest meta record is not their current assignment (a lost CREATE
+  // race or a stale record came last). Log compaction keeps only the latest record of a key, so
+  // these need their assignment restated.
+  std::vector<NamespaceState> NeedingRestate() const;
+  size_t live_count() const { return live_; }
+
+ private:
+  struct Row {
+    NamespaceState state;
+    bool latest_record_stale = false;
+  };
+  void Establish(Row& row, uint64_t id, const meta::v1::NamespaceRecord& r, int64_t meta_offset);
+  void CountLoad(const NamespaceState& state, int delta);
+
+  std::vector<Slot> slots_;
+  std::map<std::pair<std::string, int32_t>, size_t> slot_index_;
+  std::vector<size_t> load_;
+  std::map<uint64_t, Row> rows_;
+  size_t live_ = 0;
+};
+
+// Builds a meta record carrying the full state of `state`, so that any single record of a key is
+// enough to rebuild the namespace after compaction.
+meta::v1::NamespaceRecord MakeRecord(meta::v1::NamespaceRecord::Kind kind,
+                                     const NamespaceState& state, const std::string& writer);
+
+}  // namespace wal

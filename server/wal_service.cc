@@ -1,0 +1,346 @@
+#include "server/wal_service.h"
+
+#include <deque>
+#include <map>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "server/errors.h"
+#include "spdlog/spdlog.h"
+
+namespace wal {
+namespace {
+
+absl::Status CheckId(uint64_t namespace_id, absl::string_view field = "namespace_id") {
+  if (namespace_id == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(field, " 0 is reserved; use an id of 1 or more"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status NotFound(uint64_t namespace_id) {
+  return absl::NotFoundError(
+      absl::StrCat("namespace ", namespace_id, " not found; create it with CreateNamespace"));
+}
+
+grpc::ServerUnaryReactor* FinishNow(grpc::CallbackServerContext* ctx, const absl::Status& status) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+// One Read stream. The read's thread pushes batches in through the ReadSink side; gRPC's
+// reactions drain them, one write in flight at a time.
+class ReadReactor final : public grpc::ServerWriteReactor<v1::ReadResponse> {
+ public:
+  class Bridge final : public ReadSink {
+   public:
+    explicit Bridge(ReadReactor* reactor) : reactor_(reactor) {}
+
+    bool Send(v1::ReadResponse batch) override {
+      std::unique_lock<std::mutex> lock(mu_);
+      // At most one batch waits behind the one being written: the reader cannot run ahead.
+      cv_.wait(lock, [this] { return cancelled_ || queue_.size() < 2; });
+      if (cancelled_) return false;
+      queue_.push_back(std::move(batch));
+      if (writing_) return true;
+      writing_ = true;
+      const v1::ReadResponse* next = &queue_.front();
+      lock.unlock();
+      reactor_->StartWrite(next);
+      return true;
+    }
+
+    bool cancelled() const override {
+      std::lock_guard<std::mutex> lock(mu_);
+      return cancelled_;
+    }
+
+    void Finish(absl::Status status) override {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (writing_) {  // finish once the queued batches are written
+        final_status_ = std::move(status);
+        return;
+      }
+      lock.unlock();
+      reactor_->Finish(ToGrpcStatus(status));
+    }
+
+    // From OnWriteDone.
+    void WriteDone(bool ok) {
+      std::unique_lock<std::mutex> lock(mu_);
+      queue_.pop_front();
+      if (!ok) cancelled_ = true;
+      cv_.notify_all();
+      if (!queue_.empty() && ok) {
+        const v1::ReadResponse* next = &queue_.front();
+        lock.unlock();
+        reactor_->StartWrite(next);
+        return;
+      }
+      writing_ = false;
+      if (final_status_) {
+        const absl::Status status = std::move(*final_status_);
+        final_status_.reset();
+        lock.unlock();
+        reactor_->Finish(ToGrpcStatus(ok ? status : absl::CancelledError("client went away")));
+      }
+    }
+
+    void Cancel() {
+      std::lock_guard<std::mutex> lock(mu_);
+      cancelled_ = true;
+      cv_.notify_all();
+    }
+
+   private:
+    ReadReactor* const reactor_;
+    mutable std::mutex mu_;
+    std::condition_variable cv_;
+    std::deque<v1::ReadResponse> queue_;
+    bool writing_ = false;
+    bool cancelled_ = false;
+    std::optional<absl::Status> final_status_;
+  };
+
+  ReadReactor() : bridge_(std::make_shared<Bridge>(this)) {}
+  std::shared_ptr<Bridge> bridge() { return bridge_; }
+
+  void OnWriteDone(bool ok) override { bridge_->WriteDone(ok); }
+  void OnCancel() override { bridge_->Cancel(); }
+  void OnDone() override { delete this; }
+
+ private:
+  std::shared_ptr<Bridge> bridge_;
+};
+
+}  // namespace
+
+Clock::time_point SteadyDeadline(const grpc::CallbackServerContext& ctx) {
+  const auto deadline = ctx.deadline();
+  if (deadline == std::chrono::system_clock::time_point::max()) return Clock::time_point::max();
+  const auto left = deadline - std::chrono::system_clock::now();
+  // Far-future deadlines (grpcurl's default is none, some clients send years) count as none.
+  if (left > std::chrono::hours(24 * 365)) return Clock::time_point::max();
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(left);
+}
+
+WalServiceImpl::WalServiceImpl(ServiceOptions options, MetaStore* meta, EntryWriter* writer,
+                               EntryReader* reader, rd_kafka_t* kafka)
+    : options_(options),
+      meta_(meta),
+      writer_(writer),
+      reader_(reader),
+      kafka_(kafka),
+      admin_pool_(options.admin_threads) {}
+
+Clock::time_point WalServiceImpl::AdminDeadline(grpc::CallbackServerContext* ctx) const {
+  const Clock::time_point caller = SteadyDeadline(*ctx);
+  const Clock::time_point own = Clock::now() + options_.admin_timeout;
+  if (caller >= own) return own;
+  // Answer a little before the caller gives up, so it learns why.
+  return caller - std::min<Clock::duration>((caller - Clock::now()) / 10,
+                                             std::chrono::milliseconds(500));
+}
+
+absl::StatusOr<int64_t> WalServiceImpl::SlotEnd(const Slot& slot,
+                                                Clock::time_point deadline) const {
+  const auto left =
+      std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  auto marks = QueryWatermarks(kafka_, slot.topic, slot.partition,
+                               static_cast<int>(std::clamp<int64_t>(left, 1, 1 << 30)));
+  if (!marks.ok()) return marks.status();
+  return marks->high;
+}
+
+void WalServiceImpl::Fill(const NamespaceState& state, int64_t slot_end, v1::Namespace* out) const {
+  out->set_namespace_id(state.namespace_id);
+  out->set_topic(state.slot.topic);
+  out->set_partition(state.slot.partition);
+  out->set_first_entry_id(static_cast<uint64_t>(state.first_entry_id()));
+  out->set_next_entry_id(static_cast<uint64_t>(std::max(slot_end, state.first_entry_id())));
+}
+
+grpc::ServerUnaryReactor* WalServiceImpl::Defer(
+    grpc::CallbackServerContext* ctx, std::function<absl::Status(Clock::time_point)> work) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  const Clock::time_point deadline = AdminDeadline(ctx);
+  admin_pool_.Post([reactor, deadline, work = std::move(work)] {
+    reactor->Finish(ToGrpcStatus(work(deadline)));
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* WalServiceImpl::CreateNamespace(
+    grpc::CallbackServerContext* ctx, const v1::CreateNamespaceRequest* request,
+    v1::CreateNamespaceResponse* response) {
+  if (absl::Status s = CheckId(request->namespace_id()); !s.ok()) return FinishNow(ctx, s);
+  return Defer(ctx, [this, request, response](Clock::time_point deadline) -> absl::Status {
+    auto result = meta_->Create(
+        request->namespace_id(),
+        [&](const Slot& slot) { return SlotEnd(slot, deadline); }, deadline);
+    if (!result.ok()) return result.status();
+    const auto& [state, created] = *result;
+    // A new namespace's end is its start; an existing one's end needs a fresh look.
+    int64_t end = state.start_offset;
+    if (!created) {
+      auto slot_end = SlotEnd(state.slot, deadline);
+      if (!slot_end.ok()) return slot_end.status();
+      end = *slot_end;
+    }
+    Fill(state, end, response->mutable_namespace_());
+    response->set_created(created);
+    if (created) {
+      spdlog::info("created namespace {} in {}[{}] at offset {}", state.namespace_id,
+                   state.slot.topic, state.slot.partition, state.start_offset);
+    }
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* WalServiceImpl::Append(grpc::CallbackServerContext* ctx,
+                                                 const v1::AppendRequest* request,
+                                                 v1::AppendResponse* response) {
+  if (request->entries().empty()) {
+    return FinishNow(ctx, absl::InvalidArgumentError("the append carries no entries"));
+  }
+  // Check everything before writing anything: a bad request writes nothing.
+  std::vector<AppendItem> items;
+  items.reserve(request->entries_size());
+  std::map<uint64_t, Slot> slots;
+  for (int i = 0; i < request->entries_size(); ++i) {
+    const v1::Entry& entry = request->entries(i);
+    if (absl::Status s = CheckId(entry.namespace_id(), absl::StrCat("entries[", i, "].namespace_id"));
+        !s.ok()) {
+      return FinishNow(ctx, s);
+    }
+    if (entry.data().size() > options_.max_entry_bytes) {
+      return FinishNow(ctx, absl::InvalidArgumentError(absl::StrCat(
+                                "entries[", i, "] is ", entry.data().size(),
+                                " bytes, over the limit of ", options_.max_entry_bytes,
+                                " bytes (max_entry_bytes); nothing was written")));
+    }
+    auto it = slots.find(entry.namespace_id());
+    if (it == slots.end()) {
+      std::optional<NamespaceState> state = meta_->Get(entry.namespace_id());
+      if (!state) return FinishNow(ctx, NotFound(entry.namespace_id()));
+      it = slots.emplace(entry.namespace_id(), state->slot).first;
+    }
+    items.push_back(AppendItem{it->second, entry.namespace_id(), entry.data()});
+  }
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  writer_->Append(std::move(items), SteadyDeadline(*ctx),
+                  [reactor, response](absl::StatusOr<std::vector<uint64_t>> ids) {
+                    if (!ids.ok()) {
+                      reactor->Finish(ToGrpcStatus(ids.status()));
+                      return;
+                    }
+                    response->mutable_entry_ids()->Assign(ids->begin(), ids->end());
+                    reactor->Finish(grpc::Status::OK);
+                  });
+  return reactor;
+}
+
+grpc::ServerWriteReactor<v1::ReadResponse>* WalServiceImpl::Read(
+    grpc::CallbackServerContext* ctx, const v1::ReadRequest* request) {
+  auto* reactor = new ReadReactor();
+  absl::Status status = CheckId(request->namespace_id());
+  if (status.ok() && !meta_->Get(request->namespace_id())) status = NotFound(request->namespace_id());
+  if (status.ok()) {
+    ReadParams params;
+    params.namespace_id = request->namespace_id();
+    params.start_entry_id = request->start_entry_id();
+    params.limit = request->limit();
+    params.follow = request->follow();
+    params.deadline = SteadyDeadline(*ctx);
+    status = reader_->Start(params, reactor->bridge());
+  }
+  if (!status.ok()) reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* WalServiceImpl::Truncate(grpc::CallbackServerContext* ctx,
+                                                   const v1::TruncateRequest* request,
+                                                   v1::TruncateResponse* response) {
+  if (absl::Status s = CheckId(request->namespace_id()); !s.ok()) return FinishNow(ctx, s);
+  if (!meta_->Get(request->namespace_id())) return FinishNow(ctx, NotFound(request->namespace_id()));
+  return Defer(ctx, [this, request, response](Clock::time_point deadline) -> absl::Status {
+    const uint64_t ns_id = request->namespace_id();
+    std::optional<NamespaceState> state = meta_->Get(ns_id);
+    if (!state) return NotFound(ns_id);
+    auto end = SlotEnd(state->slot, deadline);
+    if (!end.ok()) return end.status();
+    const uint64_t entry_id = request->entry_id();
+    if (entry_id > static_cast<uint64_t>(*end)) {
+      return absl::OutOfRangeError(absl::StrCat("cannot truncate namespace ", ns_id, " before ",
+                                                entry_id, ": past its end ", *end));
+    }
+    // Truncating to 0 or below the current point changes nothing.
+    if (static_cast<int64_t>(entry_id) > state->truncated_before) {
+      auto updated = meta_->Truncate(ns_id, static_cast<int64_t>(entry_id), deadline);
+      if (!updated.ok()) return updated.status();
+      state = *updated;
+    }
+    Fill(*state, *end, response->mutable_namespace_());
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* WalServiceImpl::GetNamespace(grpc::CallbackServerContext* ctx,
+                                                       const v1::GetNamespaceRequest* request,
+                                                       v1::GetNamespaceResponse* response) {
+  if (absl::Status s = CheckId(request->namespace_id()); !s.ok()) return FinishNow(ctx, s);
+  if (!meta_->Get(request->namespace_id())) return FinishNow(ctx, NotFound(request->namespace_id()));
+  return Defer(ctx, [this, request, response](Clock::time_point deadline) -> absl::Status {
+    std::optional<NamespaceState> state = meta_->Get(request->namespace_id());
+    if (!state) return NotFound(request->namespace_id());
+    auto end = SlotEnd(state->slot, deadline);
+    if (!end.ok()) return end.status();
+    Fill(*state, *end, response->mutable_namespace_());
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* WalServiceImpl::ListNamespaces(grpc::CallbackServerContext* ctx,
+                                                         const v1::ListNamespacesRequest* request,
+                                                         v1::ListNamespacesResponse* response) {
+  uint64_t after = 0;
+  if (!request->page_token().empty() && !absl::SimpleAtoi(request->page_token(), &after)) {
+    return FinishNow(ctx, absl::InvalidArgumentError(absl::StrCat(
+                              "page_token '", request->page_token(),
+                              "' is not a token from a previous ListNamespaces reply")));
+  }
+  const size_t page_size = request->page_size() == 0 ? 1000 : std::min(request->page_size(), 10000u);
+  return Defer(ctx, [this, after, page_size, response](Clock::time_point deadline) -> absl::Status {
+    std::vector<NamespaceState> page = meta_->List(after, page_size + 1);
+    const bool more = page.size() > page_size;
+    if (more) page.resize(page_size);
+    std::map<std::pair<std::string, int32_t>, int64_t> ends;  // one query per slot
+    for (const NamespaceState& state : page) {
+      auto key = std::make_pair(state.slot.topic, state.slot.partition);
+      auto it = ends.find(key);
+      if (it == ends.end()) {
+        auto end = SlotEnd(state.slot, deadline);
+        if (!end.ok()) return end.status();
+        it = ends.emplace(key, *end).first;
+      }
+      Fill(state, it->second, response->add_namespaces());
+    }
+    if (more) response->set_next_page_token(absl::StrCat(page.back().namespace_id));
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* WalServiceImpl::DeleteNamespace(grpc::CallbackServerContext* ctx,
+                                                          const v1::DeleteNamespaceRequest* request,
+                                                          v1::DeleteNamespaceResponse* response) {
+  if (absl::Status s = CheckId(request->namespace_id()); !s.ok()) return FinishNow(ctx, s);
+  if (!meta_->Get(request->namespace_id())) return FinishNow(ctx, NotFound(request->namespace_id()));
+  return Defer(ctx, [this, request](Clock::time_point deadline) -> absl::Status {
+    absl::Status status = meta_->Delete(request->namespace_id(), deadline);
+    if (status.ok()) spdlog::info("deleted namespace {}", request->namespace_id());
+    return status;
+  });
+}
+
+}  // namespace wal

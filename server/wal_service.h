@@ -1,0 +1,71 @@
+// The gRPC face of walserver (callback API): validates requests, then hands them to the
+// namespace table (MetaStore), the EntryWriter or the EntryReader. All errors leave through
+// ToGrpcStatus.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+
+#include "server/entry_reader.h"
+#include "server/entry_writer.h"
+#include "server/meta_store.h"
+#include "server/work_queue.h"
+#include "wal/v1/wal.grpc.pb.h"
+
+namespace wal {
+
+struct ServiceOptions {
+  uint64_t max_entry_bytes = 64 << 20;
+  // Upper bound on Kafka round trips of admin calls without a (shorter) deadline.
+  std::chrono::milliseconds admin_timeout{10000};
+  int admin_threads = 4;
+};
+
+class WalServiceImpl final : public v1::WalService::CallbackService {
+ public:
+  // `kafka` is any client handle, used for watermark queries.
+  WalServiceImpl(ServiceOptions options, MetaStore* meta, EntryWriter* writer,
+                 EntryReader* reader, rd_kafka_t* kafka);
+
+  grpc::ServerUnaryReactor* CreateNamespace(grpc::CallbackServerContext* ctx,
+                                            const v1::CreateNamespaceRequest* request,
+                                            v1::CreateNamespaceResponse* response) override;
+  grpc::ServerUnaryReactor* Append(grpc::CallbackServerContext* ctx,
+                                   const v1::AppendRequest* request,
+                                   v1::AppendResponse* response) override;
+  grpc::ServerWriteReactor<v1::ReadResponse>* Read(grpc::CallbackServerContext* ctx,
+                                                   const v1::ReadRequest* request) override;
+  grpc::ServerUnaryReactor* Truncate(grpc::CallbackServerContext* ctx,
+                                     const v1::TruncateRequest* request,
+                                     v1::TruncateResponse* response) override;
+  grpc::ServerUnaryReactor* GetNamespace(grpc::CallbackServerContext* ctx,
+                                         const v1::GetNamespaceRequest* request,
+                                         v1::GetNamespaceResponse* response) override;
+  grpc::ServerUnaryReactor* ListNamespaces(grpc::CallbackServerContext* ctx,
+                                           const v1::ListNamespacesRequest* request,
+                                           v1::ListNamespacesResponse* response) override;
+  grpc::ServerUnaryReactor* DeleteNamespace(grpc::CallbackServerContext* ctx,
+                                            const v1::DeleteNamespaceRequest* request,
+                                            v1::DeleteNamespaceResponse* response) override;
+
+ private:
+  // Runs `work` on the admin pool and finishes the call with its status.
+  grpc::ServerUnaryReactor* Defer(grpc::CallbackServerContext* ctx,
+                                  std::function<absl::Status(Clock::time_point)> work);
+  Clock::time_point AdminDeadline(grpc::CallbackServerContext* ctx) const;
+  // The slot's end offset (next_entry_id of every namespace in it).
+  absl::StatusOr<int64_t> SlotEnd(const Slot& slot, Clock::time_point deadline) const;
+  void Fill(const NamespaceState& state, int64_t slot_end, v1::Namespace* out) const;
+
+  const ServiceOptions options_;
+  MetaStore* const meta_;
+  EntryWriter* const writer_;
+  EntryReader* const reader_;
+  rd_kafka_t* const kafka_;
+  WorkQueue admin_pool_;
+};
+
+// The caller's deadline on the steady clock (time_point::max() when there is none).
+Clock::time_point SteadyDeadline(const grpc::CallbackServerContext& ctx);
+
+}  // namespace wal
