@@ -65,8 +65,8 @@ class Client {
   absl::Status Read(const ReadOptions& options,
                     const std::function<bool(v1::Entry& entry)>& on_entry);
   // Reads into a vector (no follow).
-  absl::StatusOr<std::vector<v1::Entry>> ReadAll(uint64_t namespace_id,
-                                                 uint64_t start_entry_id = 0, uint64_t limit = 0);
+  absl::StatusOr<std::vector<v1::Entry>> ReadAll(uint64_t namespace_id, uint64_t start_entry_id = 0,
+                                                 uint64_t limit = 0);
 
   // Entries with id < entry_id become unreadable. A lower value than before is a no-op.
   absl::StatusOr<v1::Namespace> Truncate(uint64_t namespace_id, uint64_t entry_id);

@@ -102,8 +102,8 @@ absl::StatusOr<DecodedRecord> DecodeRecord(std::string_view value) {
   if (kind < 1 || kind > 4) return absl::InvalidArgumentError(absl::StrCat("record kind ", kind));
   const size_t header_bytes = GetBigEndian(value.data() + 2, 2);
   if (header_bytes < kRecordHeaderBytes || header_bytes > value.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("header of ", header_bytes, " bytes in a record of ",
-                                                   value.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("header of ", header_bytes, " bytes in a record of ", value.size()));
   }
   DecodedRecord record;
   record.header.kind = static_cast<RecordKind>(kind);
@@ -115,8 +115,7 @@ absl::StatusOr<DecodedRecord> DecodeRecord(std::string_view value) {
   return record;
 }
 
-void EntryAssembler::Add(int64_t offset, std::string_view value,
-                         std::vector<AssembledEntry>* out) {
+void EntryAssembler::Add(int64_t offset, std::string_view value, std::vector<AssembledEntry>* out) {
   absl::StatusOr<DecodedRecord> record = DecodeRecord(value);
   if (!record.ok()) {
     ++skipped_;
@@ -191,7 +190,8 @@ void EntryAssembler::Complete(int64_t first_offset, const RecordHeader& header, 
 
 void EntryAssembler::Release(std::vector<AssembledEntry>* out) {
   int64_t oldest_partial = std::numeric_limits<int64_t>::max();
-  for (const auto& [nonce, p] : partials_) oldest_partial = std::min(oldest_partial, p.first_offset);
+  for (const auto& [nonce, p] : partials_)
+    oldest_partial = std::min(oldest_partial, p.first_offset);
   while (!ready_.empty() && ready_.begin()->first < oldest_partial) {
     auto node = ready_.extract(ready_.begin());
     out->push_back(AssembledEntry{static_cast<uint64_t>(node.key()), std::move(node.mapped())});

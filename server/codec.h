@@ -98,8 +98,8 @@ class EntryAssembler {
   void Release(std::vector<AssembledEntry>* out);
 
   uint64_t max_entry_bytes_;
-  std::map<uint64_t, Partial> partials_;          // by nonce
-  std::map<int64_t, std::string> ready_;          // complete, held back; by entry id
+  std::map<uint64_t, Partial> partials_;  // by nonce
+  std::map<int64_t, std::string> ready_;  // complete, held back; by entry id
   uint64_t skipped_ = 0;
   size_t buffered_bytes_ = 0;
 };

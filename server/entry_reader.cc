@@ -24,10 +24,7 @@ int MillisUntil(steady_clock::time_point t, int cap) {
 
 EntryReader::EntryReader(KafkaProperties properties, ReaderOptions options, MetaStore* meta,
                          std::string name)
-    : properties_(std::move(properties)),
-      options_(options),
-      meta_(meta),
-      name_(std::move(name)) {}
+    : properties_(std::move(properties)), options_(options), meta_(meta), name_(std::move(name)) {}
 
 EntryReader::~EntryReader() {
   std::unique_lock<std::mutex> lock(mu_);
@@ -75,7 +72,8 @@ void EntryReader::ReleaseConsumer(std::unique_ptr<Consumer> consumer) {
 
 absl::Status EntryReader::Run(const ReadParams& params, ReadSink& sink) {
   std::optional<NamespaceState> ns = meta_->Get(params.namespace_id);
-  if (!ns) return absl::NotFoundError(absl::StrCat("namespace ", params.namespace_id, " not found"));
+  if (!ns)
+    return absl::NotFoundError(absl::StrCat("namespace ", params.namespace_id, " not found"));
 
   auto acquired = AcquireConsumer();
   if (!acquired.ok()) return acquired.status();
@@ -105,9 +103,8 @@ absl::Status EntryReader::Run(const ReadParams& params, ReadSink& sink) {
   const int64_t start =
       params.start_entry_id == 0 ? first : static_cast<int64_t>(params.start_entry_id);
   if (start < first) {
-    return absl::OutOfRangeError(absl::StrCat("start_entry_id ", start,
-                                              " is below first_entry_id ", first,
-                                              " of namespace ", params.namespace_id,
+    return absl::OutOfRangeError(absl::StrCat("start_entry_id ", start, " is below first_entry_id ",
+                                              first, " of namespace ", params.namespace_id,
                                               " (truncated); use 0 to read from the first entry"));
   }
   if (start > end) {
@@ -115,10 +112,10 @@ absl::Status EntryReader::Run(const ReadParams& params, ReadSink& sink) {
                                               " of namespace ", params.namespace_id));
   }
   if (start < marks->low) {
-    return absl::DataLossError(absl::StrCat(
-        "records ", start, " to ", marks->low - 1, " of ", ns->slot.topic, "[", ns->slot.partition,
-        "] were deleted from Kafka although namespace ", params.namespace_id,
-        " did not truncate them (retention set on the topic?)"));
+    return absl::DataLossError(
+        absl::StrCat("records ", start, " to ", marks->low - 1, " of ", ns->slot.topic, "[",
+                     ns->slot.partition, "] were deleted from Kafka although namespace ",
+                     params.namespace_id, " did not truncate them (retention set on the topic?)"));
   }
   if (start == end && !params.follow) return absl::OkStatus();
   if (absl::Status s = consumer->Assign(ns->slot.topic, ns->slot.partition, start); !s.ok()) {
@@ -174,9 +171,9 @@ absl::Status EntryReader::Run(const ReadParams& params, ReadSink& sink) {
     if (steady_clock::now() >= stop_at) {
       records_skipped_ += assembler.skipped() + skipped;
       if (!last_error.ok()) return last_error;
-      return absl::DeadlineExceededError(
-          absl::StrCat("read of namespace ", params.namespace_id, " reached its deadline at entry ",
-                       position, " of ", end));
+      return absl::DeadlineExceededError(absl::StrCat("read of namespace ", params.namespace_id,
+                                                      " reached its deadline at entry ", position,
+                                                      " of ", end));
     }
     if (!params.follow && position >= end) return finish_ok();
 
@@ -226,8 +223,8 @@ absl::Status EntryReader::Run(const ReadParams& params, ReadSink& sink) {
       continue;
     }
     if (*key != params.namespace_id) continue;
-    assembler.Add(msg->offset,
-                  std::string_view(static_cast<const char*>(msg->payload), msg->len), &ready);
+    assembler.Add(msg->offset, std::string_view(static_cast<const char*>(msg->payload), msg->len),
+                  &ready);
     if (!take_ready()) {
       records_skipped_ += assembler.skipped() + skipped;
       if (params.limit != 0 && sent >= params.limit) {

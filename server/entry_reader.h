@@ -47,8 +47,7 @@ struct ReaderOptions {
 
 class EntryReader {
  public:
-  EntryReader(KafkaProperties properties, ReaderOptions options, MetaStore* meta,
-              std::string name);
+  EntryReader(KafkaProperties properties, ReaderOptions options, MetaStore* meta, std::string name);
   ~EntryReader();  // waits for running reads, which the server has cancelled by then
 
   // Starts a read on its own thread; RESOURCE_EXHAUSTED when too many reads are running.

@@ -144,9 +144,8 @@ void EntryWriter::Append(std::vector<AppendItem> items, steady_clock::time_point
   const auto now = steady_clock::now();
   auto fire_at = now + options_.append_timeout;
   if (deadline < fire_at) {
-    const auto margin = std::clamp<steady_clock::duration>((deadline - now) / 10,
-                                                           std::chrono::milliseconds(10),
-                                                           std::chrono::milliseconds(500));
+    const auto margin = std::clamp<steady_clock::duration>(
+        (deadline - now) / 10, std::chrono::milliseconds(10), std::chrono::milliseconds(500));
     fire_at = deadline - margin;
   }
   ArmTimer(call, fire_at);
@@ -174,8 +173,8 @@ void EntryWriter::Append(std::vector<AppendItem> items, steady_clock::time_point
           ++unsent;
           continue;
         }
-        absl::Status s = owner->producer->Produce(items[i].slot.topic, items[i].slot.partition,
-                                                  key, record.value, &record);
+        absl::Status s = owner->producer->Produce(items[i].slot.topic, items[i].slot.partition, key,
+                                                  record.value, &record);
         if (!s.ok()) {
           call->Fail(std::move(s));
           failed = true;

@@ -4,9 +4,8 @@
 
 #include <librdkafka/rdkafka.h>
 
-#include "absl/strings/string_view.h"
-
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "grpcpp/support/status.h"
 
 namespace wal {

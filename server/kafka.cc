@@ -34,9 +34,9 @@ struct EventDeleter {
 using EventPtr = std::unique_ptr<rd_kafka_event_t, EventDeleter>;
 
 // Runs one admin request and waits for its result event.
-absl::StatusOr<EventPtr> RunAdmin(rd_kafka_t* rk, rd_kafka_admin_op_t op, int timeout_ms,
-                                  const std::function<void(rd_kafka_AdminOptions_t*,
-                                                           rd_kafka_queue_t*)>& submit) {
+absl::StatusOr<EventPtr> RunAdmin(
+    rd_kafka_t* rk, rd_kafka_admin_op_t op, int timeout_ms,
+    const std::function<void(rd_kafka_AdminOptions_t*, rd_kafka_queue_t*)>& submit) {
   std::unique_ptr<rd_kafka_queue_t, QueueDeleter> queue(rd_kafka_queue_new(rk));
   std::unique_ptr<rd_kafka_AdminOptions_t, AdminOptionsDeleter> options(
       rd_kafka_AdminOptions_new(rk, op));
@@ -49,16 +49,16 @@ absl::StatusOr<EventPtr> RunAdmin(rd_kafka_t* rk, rd_kafka_admin_op_t op, int ti
   EventPtr event(rd_kafka_queue_poll(queue.get(), timeout_ms + 2000));
   if (!event) return absl::UnavailableError("Kafka admin request timed out");
   if (rd_kafka_event_error(event.get())) {
-    return KafkaErrorToStatus(rd_kafka_event_error(event.get()),
-                              absl::StrCat("Kafka admin request (",
-                                           rd_kafka_event_error_string(event.get()), ")"));
+    return KafkaErrorToStatus(
+        rd_kafka_event_error(event.get()),
+        absl::StrCat("Kafka admin request (", rd_kafka_event_error_string(event.get()), ")"));
   }
   return event;
 }
 
 // Number of partitions and replicas of partition 0 of `topic`, from a metadata request.
 absl::StatusOr<std::pair<int, int>> DescribeTopicShape(rd_kafka_t* rk, const std::string& topic,
-                                                      int timeout_ms) {
+                                                       int timeout_ms) {
   rd_kafka_topic_t* rkt = rd_kafka_topic_new(rk, topic.c_str(), nullptr);
   const rd_kafka_metadata_t* md = nullptr;
   rd_kafka_resp_err_t err = rd_kafka_metadata(rk, 0, rkt, &md, timeout_ms);
@@ -148,8 +148,8 @@ absl::Status CheckExistingTopic(rd_kafka_t* rk, const TopicSpec& spec, int timeo
     const bool ok = have == want || (AtLeastIsEnough(key) && absl::SimpleAtoi(have, &have_n) &&
                                      absl::SimpleAtoi(want, &want_n) && have_n >= want_n);
     if (!ok) {
-      return absl::FailedPreconditionError(absl::StrCat("topic ", spec.name, " has ", key, "=",
-                                                        have, ", expected ", want));
+      return absl::FailedPreconditionError(
+          absl::StrCat("topic ", spec.name, " has ", key, "=", have, ", expected ", want));
     }
   }
   return absl::OkStatus();
@@ -157,17 +157,16 @@ absl::Status CheckExistingTopic(rd_kafka_t* rk, const TopicSpec& spec, int timeo
 
 }  // namespace
 
-absl::StatusOr<KafkaHandle> NewKafkaClient(
-    rd_kafka_type_t type, const KafkaProperties& properties,
-    const std::function<void(rd_kafka_conf_t*)>& customize) {
+absl::StatusOr<KafkaHandle> NewKafkaClient(rd_kafka_type_t type, const KafkaProperties& properties,
+                                           const std::function<void(rd_kafka_conf_t*)>& customize) {
   rd_kafka_conf_t* conf = rd_kafka_conf_new();
   char errstr[512];
   for (const auto& [key, value] : properties) {
     if (rd_kafka_conf_set(conf, key.c_str(), value.c_str(), errstr, sizeof(errstr)) !=
         RD_KAFKA_CONF_OK) {
       rd_kafka_conf_destroy(conf);
-      return absl::InvalidArgumentError(absl::StrCat("Kafka property ", key, "=", value, ": ",
-                                                     errstr));
+      return absl::InvalidArgumentError(
+          absl::StrCat("Kafka property ", key, "=", value, ": ", errstr));
     }
   }
   rd_kafka_conf_set_log_cb(conf, LogFromKafka);
@@ -215,11 +214,11 @@ Producer::~Producer() {
 
 absl::Status Producer::Produce(const std::string& topic, int32_t partition, std::string_view key,
                                std::string_view value, DeliveryHandler* handler) {
-  rd_kafka_resp_err_t err = rd_kafka_producev(
-      rk_.get(), RD_KAFKA_V_TOPIC(topic.c_str()), RD_KAFKA_V_PARTITION(partition),
-      RD_KAFKA_V_KEY(const_cast<char*>(key.data()), key.size()),
-      RD_KAFKA_V_VALUE(const_cast<char*>(value.data()), value.size()),
-      RD_KAFKA_V_OPAQUE(handler), RD_KAFKA_V_END);
+  rd_kafka_resp_err_t err =
+      rd_kafka_producev(rk_.get(), RD_KAFKA_V_TOPIC(topic.c_str()), RD_KAFKA_V_PARTITION(partition),
+                        RD_KAFKA_V_KEY(const_cast<char*>(key.data()), key.size()),
+                        RD_KAFKA_V_VALUE(const_cast<char*>(value.data()), value.size()),
+                        RD_KAFKA_V_OPAQUE(handler), RD_KAFKA_V_END);
   return KafkaErrorToStatus(err, absl::StrCat("producing to ", topic, "[", partition, "]"));
 }
 
@@ -266,19 +265,34 @@ absl::Status Consumer::Unassign() {
   return KafkaErrorToStatus(rd_kafka_assign(rk_.get(), nullptr), "unassigning");
 }
 
-Message Consumer::Poll(int timeout_ms) { return Message(rd_kafka_consumer_poll(rk_.get(), timeout_ms)); }
+Message Consumer::Poll(int timeout_ms) {
+  return Message(rd_kafka_consumer_poll(rk_.get(), timeout_ms));
+}
 
 // ---- Admin ----
 
 absl::StatusOr<Watermarks> QueryWatermarks(rd_kafka_t* rk, const std::string& topic,
                                            int32_t partition, int timeout_ms) {
-  Watermarks w;
-  rd_kafka_resp_err_t err =
-      rd_kafka_query_watermark_offsets(rk, topic.c_str(), partition, &w.low, &w.high, timeout_ms);
-  if (err) {
-    return KafkaErrorToStatus(err, absl::StrCat("querying the end of ", topic, "[", partition, "]"));
+  // Retries what a retry may cure (a leader just elected, a broker reconnecting) while time is
+  // left; librdkafka 2.0.2 can overrun a single query's timeout, so each try gets a slice.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (true) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          deadline - std::chrono::steady_clock::now())
+                          .count();
+    Watermarks w;
+    rd_kafka_resp_err_t err =
+        rd_kafka_query_watermark_offsets(rk, topic.c_str(), partition, &w.low, &w.high,
+                                         static_cast<int>(std::max<int64_t>(1, left)));
+    if (!err) return w;
+    absl::Status status =
+        KafkaErrorToStatus(err, absl::StrCat("querying the end of ", topic, "[", partition, "]"));
+    if (!absl::IsUnavailable(status) ||
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(100) >= deadline) {
+      return status;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  return w;
 }
 
 absl::Status EnsureTopics(rd_kafka_t* rk, const std::vector<TopicSpec>& topics, int timeout_ms) {
@@ -296,16 +310,16 @@ absl::Status EnsureTopics(rd_kafka_t* rk, const std::vector<TopicSpec>& topics, 
     }
     new_topics.push_back(t);
   }
-  auto event = RunAdmin(rk, RD_KAFKA_ADMIN_OP_CREATETOPICS, timeout_ms,
-                        [&](rd_kafka_AdminOptions_t* options, rd_kafka_queue_t* queue) {
-                          rd_kafka_CreateTopics(rk, new_topics.data(), new_topics.size(), options,
-                                                queue);
-                        });
+  auto event =
+      RunAdmin(rk, RD_KAFKA_ADMIN_OP_CREATETOPICS, timeout_ms,
+               [&](rd_kafka_AdminOptions_t* options, rd_kafka_queue_t* queue) {
+                 rd_kafka_CreateTopics(rk, new_topics.data(), new_topics.size(), options, queue);
+               });
   for (auto* n : new_topics) rd_kafka_NewTopic_destroy(n);
   if (!event.ok()) return event.status();
   size_t count = 0;
-  const rd_kafka_topic_result_t** results = rd_kafka_CreateTopics_result_topics(
-      rd_kafka_event_CreateTopics_result(event->get()), &count);
+  const rd_kafka_topic_result_t** results =
+      rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(event->get()), &count);
   std::set<std::string> existing;
   for (size_t i = 0; i < count; ++i) {
     const rd_kafka_resp_err_t err = rd_kafka_topic_result_error(results[i]);
@@ -314,8 +328,8 @@ absl::Status EnsureTopics(rd_kafka_t* rk, const std::vector<TopicSpec>& topics, 
       existing.insert(name);
     } else if (err) {
       const char* why = rd_kafka_topic_result_error_string(results[i]);
-      return KafkaErrorToStatus(err, absl::StrCat("creating topic ", name, " (", why ? why : "",
-                                                  ")"));
+      return KafkaErrorToStatus(err,
+                                absl::StrCat("creating topic ", name, " (", why ? why : "", ")"));
     } else {
       spdlog::info("created topic {}", name);
     }
@@ -345,7 +359,8 @@ absl::Status WaitForTopics(rd_kafka_t* rk, const std::vector<TopicSpec>& topics,
 
 absl::StatusOr<std::unique_ptr<MockCluster>> MockCluster::Create(int brokers) {
   // The mock cluster runs on the threads of a client handle; a bare producer serves.
-  auto rk = NewKafkaClient(RD_KAFKA_PRODUCER, {{"client.id", "walserver-mock-cluster"}, {"log_level", "3"}});
+  auto rk = NewKafkaClient(RD_KAFKA_PRODUCER,
+                           {{"client.id", "walserver-mock-cluster"}, {"log_level", "3"}});
   if (!rk.ok()) return rk.status();
   rd_kafka_mock_cluster_t* cluster = rd_kafka_mock_cluster_new(rk->get(), brokers);
   if (cluster == nullptr) return absl::InternalError("could not start the Kafka mock cluster");

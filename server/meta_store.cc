@@ -49,14 +49,16 @@ absl::StatusOr<std::unique_ptr<MetaStore>> MetaStore::Open(const KafkaProperties
                                                            std::vector<Slot> slots,
                                                            MetaOptions options) {
   std::unique_ptr<MetaStore> store(new MetaStore(std::move(slots), std::move(options)));
-  const auto deadline = Clock::now() + std::chrono::milliseconds(store->options_.startup_timeout_ms);
+  const auto deadline =
+      Clock::now() + std::chrono::milliseconds(store->options_.startup_timeout_ms);
   auto producer = Producer::Create(properties, store->options_.writer + "-meta");
   if (!producer.ok()) return producer.status();
   store->producer_ = std::move(*producer);
   auto consumer = Consumer::Create(properties, store->options_.writer + "-meta-tail");
   if (!consumer.ok()) return consumer.status();
   store->consumer_ = std::move(*consumer);
-  if (absl::Status s = store->consumer_->Assign(store->options_.topic, 0, RD_KAFKA_OFFSET_BEGINNING);
+  if (absl::Status s =
+          store->consumer_->Assign(store->options_.topic, 0, RD_KAFKA_OFFSET_BEGINNING);
       !s.ok()) {
     return s;
   }
@@ -71,8 +73,8 @@ absl::StatusOr<std::unique_ptr<MetaStore>> MetaStore::Open(const KafkaProperties
 
   store->tail_thread_ = std::thread([s = store.get()] { s->TailLoop(); });
   if (absl::Status s = store->WaitApplied(end->high - 1, deadline); !s.ok()) {
-    return absl::UnavailableError(
-        absl::StrCat("reading the namespace table from ", store->options_.topic, ": ", s.message()));
+    return absl::UnavailableError(absl::StrCat("reading the namespace table from ",
+                                               store->options_.topic, ": ", s.message()));
   }
   std::vector<NamespaceState> stale;
   {
@@ -132,15 +134,13 @@ void MetaStore::ApplyMessage(const rd_kafka_message_t& msg) {
 
 absl::Status MetaStore::WaitApplied(int64_t offset, Clock::time_point deadline) {
   absl::MutexLock lock(&mu_);
-  auto applied = [this, offset]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return next_offset_ > offset;
-  };
-  const absl::Time abs_deadline =
-      absl::Now() + absl::Milliseconds(RemainingMs(deadline));
+  auto applied = [this, offset]()
+                     ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return next_offset_ > offset; };
+  const absl::Time abs_deadline = absl::Now() + absl::Milliseconds(RemainingMs(deadline));
   if (!mu_.AwaitWithDeadline(absl::Condition(&applied), abs_deadline)) {
-    return absl::UnavailableError(absl::StrCat(
-        "the metadata topic was not read up to offset ", offset, " in time (read up to ",
-        next_offset_, tail_error_.empty() ? "" : "; " + tail_error_, ")"));
+    return absl::UnavailableError(absl::StrCat("the metadata topic was not read up to offset ",
+                                               offset, " in time (read up to ", next_offset_,
+                                               tail_error_.empty() ? "" : "; " + tail_error_, ")"));
   }
   return absl::OkStatus();
 }
@@ -169,9 +169,8 @@ absl::StatusOr<int64_t> MetaStore::ProduceAndApply(uint64_t namespace_id,
 }
 
 void MetaStore::Restate(const NamespaceState& state, Clock::time_point deadline) {
-  auto offset =
-      ProduceAndApply(state.namespace_id, MakeRecord(NamespaceRecord::RESTATE, state, options_.writer),
-                      deadline);
+  auto offset = ProduceAndApply(
+      state.namespace_id, MakeRecord(NamespaceRecord::RESTATE, state, options_.writer), deadline);
   if (!offset.ok()) {
     spdlog::warn("restating namespace {}: {}", state.namespace_id, offset.status().ToString());
   }
@@ -190,9 +189,8 @@ absl::StatusOr<std::pair<NamespaceState, bool>> MetaStore::Create(
   absl::StatusOr<int64_t> start = slot_end(proposal.slot);
   if (!start.ok()) return start.status();
   proposal.start_offset = *start;
-  auto offset = ProduceAndApply(namespace_id,
-                                MakeRecord(NamespaceRecord::CREATE, proposal, options_.writer),
-                                deadline);
+  auto offset = ProduceAndApply(
+      namespace_id, MakeRecord(NamespaceRecord::CREATE, proposal, options_.writer), deadline);
   if (!offset.ok()) return offset.status();
   std::optional<NamespaceState> winner = Get(namespace_id);
   if (!winner) {
@@ -226,8 +224,8 @@ absl::Status MetaStore::Delete(uint64_t namespace_id, Clock::time_point deadline
   std::optional<NamespaceState> state = Get(namespace_id);
   if (!state) return absl::NotFoundError(absl::StrCat("namespace ", namespace_id, " not found"));
   state->deleted = true;
-  return ProduceAndApply(namespace_id,
-                         MakeRecord(NamespaceRecord::DELETE, *state, options_.writer), deadline)
+  return ProduceAndApply(namespace_id, MakeRecord(NamespaceRecord::DELETE, *state, options_.writer),
+                         deadline)
       .status();
 }
 

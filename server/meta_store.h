@@ -26,8 +26,8 @@ namespace wal {
 using Clock = std::chrono::steady_clock;
 
 struct MetaOptions {
-  std::string topic;          // <prefix>_meta
-  std::string writer;         // this server's name, recorded in each record
+  std::string topic;   // <prefix>_meta
+  std::string writer;  // this server's name, recorded in each record
   int startup_timeout_ms = 60000;
 };
 

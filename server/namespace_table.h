@@ -26,7 +26,7 @@ struct NamespaceState {
   int64_t start_offset = 0;      // slot end when created: no entry of it lies below
   int64_t truncated_before = 0;  // entries below are truncated
   bool deleted = false;
-  int64_t meta_offset = -1;      // offset of the meta record that established this assignment
+  int64_t meta_offset = -1;  // offset of the meta record that established this assignment
 
   // Lowest readable entry id.
   int64_t first_entry_id() const { return std::max(start_offset, truncated_before); }

@@ -13,7 +13,8 @@ namespace {
 
 absl::Status CheckId(uint64_t namespace_id, absl::string_view field = "namespace_id") {
   if (namespace_id == 0) {
-    return absl::InvalidArgumentError(absl::StrCat(field, " 0 is reserved; use an id of 1 or more"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, " 0 is reserved; use an id of 1 or more"));
   }
   return absl::OkStatus();
 }
@@ -139,8 +140,8 @@ Clock::time_point WalServiceImpl::AdminDeadline(grpc::CallbackServerContext* ctx
   const Clock::time_point own = Clock::now() + options_.admin_timeout;
   if (caller >= own) return own;
   // Answer a little before the caller gives up, so it learns why.
-  return caller - std::min<Clock::duration>((caller - Clock::now()) / 10,
-                                             std::chrono::milliseconds(500));
+  return caller -
+         std::min<Clock::duration>((caller - Clock::now()) / 10, std::chrono::milliseconds(500));
 }
 
 absl::StatusOr<int64_t> WalServiceImpl::SlotEnd(const Slot& slot,
@@ -171,14 +172,14 @@ grpc::ServerUnaryReactor* WalServiceImpl::Defer(
   return reactor;
 }
 
-grpc::ServerUnaryReactor* WalServiceImpl::CreateNamespace(
-    grpc::CallbackServerContext* ctx, const v1::CreateNamespaceRequest* request,
-    v1::CreateNamespaceResponse* response) {
+grpc::ServerUnaryReactor* WalServiceImpl::CreateNamespace(grpc::CallbackServerContext* ctx,
+                                                          const v1::CreateNamespaceRequest* request,
+                                                          v1::CreateNamespaceResponse* response) {
   if (absl::Status s = CheckId(request->namespace_id()); !s.ok()) return FinishNow(ctx, s);
   return Defer(ctx, [this, request, response](Clock::time_point deadline) -> absl::Status {
     auto result = meta_->Create(
-        request->namespace_id(),
-        [&](const Slot& slot) { return SlotEnd(slot, deadline); }, deadline);
+        request->namespace_id(), [&](const Slot& slot) { return SlotEnd(slot, deadline); },
+        deadline);
     if (!result.ok()) return result.status();
     const auto& [state, created] = *result;
     // A new namespace's end is its start; an existing one's end needs a fresh look.
@@ -210,15 +211,16 @@ grpc::ServerUnaryReactor* WalServiceImpl::Append(grpc::CallbackServerContext* ct
   std::map<uint64_t, Slot> slots;
   for (int i = 0; i < request->entries_size(); ++i) {
     const v1::Entry& entry = request->entries(i);
-    if (absl::Status s = CheckId(entry.namespace_id(), absl::StrCat("entries[", i, "].namespace_id"));
+    if (absl::Status s =
+            CheckId(entry.namespace_id(), absl::StrCat("entries[", i, "].namespace_id"));
         !s.ok()) {
       return FinishNow(ctx, s);
     }
     if (entry.data().size() > options_.max_entry_bytes) {
-      return FinishNow(ctx, absl::InvalidArgumentError(absl::StrCat(
-                                "entries[", i, "] is ", entry.data().size(),
-                                " bytes, over the limit of ", options_.max_entry_bytes,
-                                " bytes (max_entry_bytes); nothing was written")));
+      return FinishNow(
+          ctx, absl::InvalidArgumentError(absl::StrCat(
+                   "entries[", i, "] is ", entry.data().size(), " bytes, over the limit of ",
+                   options_.max_entry_bytes, " bytes (max_entry_bytes); nothing was written")));
     }
     auto it = slots.find(entry.namespace_id());
     if (it == slots.end()) {
@@ -241,11 +243,12 @@ grpc::ServerUnaryReactor* WalServiceImpl::Append(grpc::CallbackServerContext* ct
   return reactor;
 }
 
-grpc::ServerWriteReactor<v1::ReadResponse>* WalServiceImpl::Read(
-    grpc::CallbackServerContext* ctx, const v1::ReadRequest* request) {
+grpc::ServerWriteReactor<v1::ReadResponse>* WalServiceImpl::Read(grpc::CallbackServerContext* ctx,
+                                                                 const v1::ReadRequest* request) {
   auto* reactor = new ReadReactor();
   absl::Status status = CheckId(request->namespace_id());
-  if (status.ok() && !meta_->Get(request->namespace_id())) status = NotFound(request->namespace_id());
+  if (status.ok() && !meta_->Get(request->namespace_id()))
+    status = NotFound(request->namespace_id());
   if (status.ok()) {
     ReadParams params;
     params.namespace_id = request->namespace_id();
@@ -263,7 +266,8 @@ grpc::ServerUnaryReactor* WalServiceImpl::Truncate(grpc::CallbackServerContext* 
                                                    const v1::TruncateRequest* request,
                                                    v1::TruncateResponse* response) {
   if (absl::Status s = CheckId(request->namespace_id()); !s.ok()) return FinishNow(ctx, s);
-  if (!meta_->Get(request->namespace_id())) return FinishNow(ctx, NotFound(request->namespace_id()));
+  if (!meta_->Get(request->namespace_id()))
+    return FinishNow(ctx, NotFound(request->namespace_id()));
   return Defer(ctx, [this, request, response](Clock::time_point deadline) -> absl::Status {
     const uint64_t ns_id = request->namespace_id();
     std::optional<NamespaceState> state = meta_->Get(ns_id);
@@ -290,7 +294,8 @@ grpc::ServerUnaryReactor* WalServiceImpl::GetNamespace(grpc::CallbackServerConte
                                                        const v1::GetNamespaceRequest* request,
                                                        v1::GetNamespaceResponse* response) {
   if (absl::Status s = CheckId(request->namespace_id()); !s.ok()) return FinishNow(ctx, s);
-  if (!meta_->Get(request->namespace_id())) return FinishNow(ctx, NotFound(request->namespace_id()));
+  if (!meta_->Get(request->namespace_id()))
+    return FinishNow(ctx, NotFound(request->namespace_id()));
   return Defer(ctx, [this, request, response](Clock::time_point deadline) -> absl::Status {
     std::optional<NamespaceState> state = meta_->Get(request->namespace_id());
     if (!state) return NotFound(request->namespace_id());
@@ -310,7 +315,8 @@ grpc::ServerUnaryReactor* WalServiceImpl::ListNamespaces(grpc::CallbackServerCon
                               "page_token '", request->page_token(),
                               "' is not a token from a previous ListNamespaces reply")));
   }
-  const size_t page_size = request->page_size() == 0 ? 1000 : std::min(request->page_size(), 10000u);
+  const size_t page_size =
+      request->page_size() == 0 ? 1000 : std::min(request->page_size(), 10000u);
   return Defer(ctx, [this, after, page_size, response](Clock::time_point deadline) -> absl::Status {
     std::vector<NamespaceState> page = meta_->List(after, page_size + 1);
     const bool more = page.size() > page_size;
@@ -335,7 +341,8 @@ grpc::ServerUnaryReactor* WalServiceImpl::DeleteNamespace(grpc::CallbackServerCo
                                                           const v1::DeleteNamespaceRequest* request,
                                                           v1::DeleteNamespaceResponse* response) {
   if (absl::Status s = CheckId(request->namespace_id()); !s.ok()) return FinishNow(ctx, s);
-  if (!meta_->Get(request->namespace_id())) return FinishNow(ctx, NotFound(request->namespace_id()));
+  if (!meta_->Get(request->namespace_id()))
+    return FinishNow(ctx, NotFound(request->namespace_id()));
   return Defer(ctx, [this, request](Clock::time_point deadline) -> absl::Status {
     absl::Status status = meta_->Delete(request->namespace_id(), deadline);
     if (status.ok()) spdlog::info("deleted namespace {}", request->namespace_id());

@@ -24,8 +24,8 @@ struct ServiceOptions {
 class WalServiceImpl final : public v1::WalService::CallbackService {
  public:
   // `kafka` is any client handle, used for watermark queries.
-  WalServiceImpl(ServiceOptions options, MetaStore* meta, EntryWriter* writer,
-                 EntryReader* reader, rd_kafka_t* kafka);
+  WalServiceImpl(ServiceOptions options, MetaStore* meta, EntryWriter* writer, EntryReader* reader,
+                 rd_kafka_t* kafka);
 
   grpc::ServerUnaryReactor* CreateNamespace(grpc::CallbackServerContext* ctx,
                                             const v1::CreateNamespaceRequest* request,

@@ -1,0 +1,71 @@
+// A whole walserver: Kafka clients (or the in-process mock cluster), the namespace table, the
+// writer and reader, and the gRPC server, wired in that order and torn down in reverse.
+// main.cc builds one from flags; tests build them in-process.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "grpcpp/server.h"
+#include "server/entry_reader.h"
+#include "server/entry_writer.h"
+#include "server/kafka.h"
+#include "server/meta_store.h"
+#include "server/wal_service.h"
+
+namespace wal {
+
+struct ServerOptions {
+  std::string listen = "127.0.0.1:50051";
+  std::string brokers;  // empty: the in-process mock cluster
+  std::string topic_prefix = "wal";
+  int topic_count = 4;
+  int partitions_per_topic = 4;
+  int replication_factor = 3;
+  int min_insync_replicas = 2;
+  uint64_t max_entry_bytes = 0;  // 0: 64 MiB, or 4 MiB on the mock cluster
+  uint64_t max_record_bytes = 1000000;
+  int producers = 2;
+  std::chrono::milliseconds append_timeout{30000};
+  std::chrono::milliseconds admin_timeout{10000};
+  std::chrono::milliseconds startup_timeout{60000};
+  int max_concurrent_reads = 64;
+  KafkaProperties kafka_properties;  // passed to every Kafka client
+  std::string name;                  // in Kafka client ids and meta records
+};
+
+class WalServer {
+ public:
+  // Validates the options (INVALID_ARGUMENT), prepares topics, loads the namespace table and
+  // starts serving. Blocks until it serves or fails.
+  static absl::StatusOr<std::unique_ptr<WalServer>> Start(ServerOptions options);
+  ~WalServer();  // Shutdown()
+
+  // Stops accepting calls, cancels the rest after a grace period, and closes Kafka clients.
+  void Shutdown(std::chrono::milliseconds grace = std::chrono::seconds(5));
+
+  // HOST:PORT actually listened on (the port resolved when 0 was asked for).
+  const std::string& address() const { return address_; }
+  bool embedded() const { return mock_ != nullptr; }
+  uint64_t max_entry_bytes() const { return max_entry_bytes_; }
+  MockCluster* mock_cluster() const { return mock_.get(); }
+  const EntryReader& reader() const { return *reader_; }
+
+ private:
+  WalServer() = default;
+
+  std::string address_;
+  uint64_t max_entry_bytes_ = 0;
+  std::unique_ptr<MockCluster> mock_;
+  KafkaHandle admin_;
+  std::unique_ptr<MetaStore> meta_;
+  std::unique_ptr<EntryWriter> writer_;
+  std::unique_ptr<EntryReader> reader_;
+  std::unique_ptr<WalServiceImpl> service_;
+  std::unique_ptr<grpc::Server> server_;
+};
+
+}  // namespace wal
