@@ -34,7 +34,7 @@ fetch() {
   if [[ -f "$cache/.complete" ]]; then return 0; fi
   log "fetching Kafka $kafka_version jars into $cache"
   mkdir -p "$cache/libs"
-  (cd "$here" && mvn -q -B -f pom.xml dependency:copy-dependencies \
+  (cd "$here" && mvn -q -B -Dstyle.color=never -f pom.xml dependency:copy-dependencies \
     -DoutputDirectory="$cache/libs" -Dmdep.overWriteIfNewer=true)
   touch "$cache/.complete"
 }

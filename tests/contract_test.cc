@@ -1,0 +1,299 @@
+// The contract of DESIGN.md, checked through the client library against an in-process walserver.
+// Built twice: as a unit test on the librdkafka mock cluster (the embedded default), and as an
+// integration test on the real Kafka broker that ./scripts/test.sh starts (WAL_TEST_REAL_KAFKA).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "tests/support/test_util.h"
+
+namespace wal::testing {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+class ContractTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ServerOptions options = MockServerOptions();
+#ifdef WAL_TEST_REAL_KAFKA
+    options.brokers = TestBrokers();
+    ASSERT_FALSE(options.brokers.empty()) << kNoKafka;
+    options.replication_factor = 1;
+    options.min_insync_replicas = 1;
+#endif
+    options.topic_prefix = UniqueName("contract");
+    options.max_entry_bytes = 1 << 20;
+    options.max_record_bytes = 64 * 1024;  // entries above 64 KiB are split
+    StartServer(options);
+  }
+
+  void StartServer(const ServerOptions& options) {
+    auto server = WalServer::Start(options);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+    client_ = Connect(server_->address());
+    ASSERT_NE(client_, nullptr);
+  }
+
+  std::string Bootstrap() const {
+#ifdef WAL_TEST_REAL_KAFKA
+    return TestBrokers();
+#else
+    return server_->mock_cluster()->bootstrap_servers();
+#endif
+  }
+
+  uint64_t Create(uint64_t ns) {
+    auto created = client_->CreateNamespace(ns);
+    EXPECT_TRUE(created.ok()) << created.status();
+    return created.ok() ? created->ns.next_entry_id() : 0;
+  }
+
+  std::vector<uint64_t> Append(uint64_t ns, const std::vector<std::string>& data) {
+    auto ids = client_->Append(ns, data);
+    EXPECT_TRUE(ids.ok()) << ids.status();
+    return ids.ok() ? *ids : std::vector<uint64_t>{};
+  }
+
+  std::vector<std::string> ReadData(uint64_t ns, uint64_t start = 0, uint64_t limit = 0) {
+    auto entries = client_->ReadAll(ns, start, limit);
+    EXPECT_TRUE(entries.ok()) << entries.status();
+    std::vector<std::string> data;
+    if (entries.ok()) {
+      for (const auto& e : *entries) data.push_back(e.data());
+    }
+    return data;
+  }
+
+  std::unique_ptr<WalServer> server_;
+  std::unique_ptr<Client> client_;
+};
+
+TEST_F(ContractTest, RoundTripOfMixedBatches) { RoundTrip(*client_, 100, 10, 1000, 1); }
+
+TEST_F(ContractTest, CreateIsIdempotent) {
+  auto first = client_->CreateNamespace(5);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_TRUE(first->created);
+  Append(5, {"a"});
+  auto second = client_->CreateNamespace(5);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_FALSE(second->created);
+  EXPECT_EQ(second->ns.topic(), first->ns.topic());
+  EXPECT_EQ(second->ns.partition(), first->ns.partition());
+  EXPECT_EQ(second->ns.first_entry_id(), first->ns.first_entry_id());
+  EXPECT_GT(second->ns.next_entry_id(), first->ns.next_entry_id());
+}
+
+TEST_F(ContractTest, NamespaceZeroIsInvalidEverywhere) {
+  v1::AppendRequest append;
+  append.add_entries()->set_data("x");  // namespace_id 0
+  EXPECT_EQ(client_->CreateNamespace(0).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(client_->Append(append).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(client_->ReadAll(0).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(client_->Truncate(0, 1).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(client_->GetNamespace(0).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(client_->DeleteNamespace(0).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(ContractTest, UnknownNamespaceIsNotFoundEverywhere) {
+  Create(1);
+  const uint64_t unknown = 424242;
+  v1::AppendRequest append;
+  auto* e = append.add_entries();
+  e->set_namespace_id(unknown);
+  e->set_data("x");
+  EXPECT_EQ(client_->Append(append).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(client_->ReadAll(unknown).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(client_->Truncate(unknown, 1).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(client_->GetNamespace(unknown).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(client_->DeleteNamespace(unknown).code(), absl::StatusCode::kNotFound);
+  // One unknown namespace in a batch fails the whole batch, and nothing is written.
+  const uint64_t before = client_->GetNamespace(1)->next_entry_id();
+  v1::AppendRequest mixed;
+  for (uint64_t ns : {uint64_t{1}, unknown}) {
+    auto* m = mixed.add_entries();
+    m->set_namespace_id(ns);
+    m->set_data("y");
+  }
+  auto status = client_->Append(mixed).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(status.message().find("424242"), absl::string_view::npos) << status;
+  EXPECT_EQ(client_->GetNamespace(1)->next_entry_id(), before);
+  EXPECT_TRUE(ReadData(1).empty());
+}
+
+TEST_F(ContractTest, EmptyAppendIsInvalid) {
+  EXPECT_EQ(client_->Append(v1::AppendRequest()).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(ContractTest, EntryOverTheLimitIsRejectedAndNothingWritten) {
+  Create(3);
+  const uint64_t before = client_->GetNamespace(3)->next_entry_id();
+  auto status =
+      client_->Append(3, {"small", std::string(server_->max_entry_bytes() + 1, 'x')}).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_NE(status.message().find("max_entry_bytes"), absl::string_view::npos) << status;
+  EXPECT_EQ(client_->GetNamespace(3)->next_entry_id(), before);
+  EXPECT_TRUE(ReadData(3).empty());
+  // Exactly at the limit is fine.
+  const std::string at_limit(server_->max_entry_bytes(), 'y');
+  Append(3, {at_limit});
+  EXPECT_EQ(ReadData(3), std::vector<std::string>{at_limit});
+}
+
+TEST_F(ContractTest, SplitEntriesRoundTrip) {
+  Create(4);
+  std::mt19937_64 rng(4);
+  // Several records each (64 KiB records), interleaved with small entries of another namespace.
+  Create(5);
+  std::vector<std::string> big = {RandomData(rng, 200000), RandomData(rng, 65536),
+                                  RandomData(rng, 1 << 20)};
+  for (const std::string& b : big) {
+    Append(4, {b});
+    Append(5, {"between"});
+  }
+  EXPECT_EQ(ReadData(4), big);
+  EXPECT_EQ(ReadData(5).size(), 3u);
+}
+
+TEST_F(ContractTest, TruncateSemantics) {
+  const uint64_t start = Create(6);
+  std::vector<std::string> data;
+  for (int i = 0; i < 10; ++i) data.push_back(absl::StrCat("e", i));
+  const std::vector<uint64_t> ids = Append(6, data);
+  ASSERT_EQ(ids.size(), 10u);
+  EXPECT_EQ(client_->GetNamespace(6)->first_entry_id(), start);
+
+  auto truncated = client_->Truncate(6, ids[5]);
+  ASSERT_TRUE(truncated.ok()) << truncated.status();
+  EXPECT_EQ(truncated->first_entry_id(), ids[5]);
+  EXPECT_EQ(ReadData(6), std::vector<std::string>(data.begin() + 5, data.end()));
+  EXPECT_EQ(ReadData(6, ids[7]), std::vector<std::string>(data.begin() + 7, data.end()));
+
+  // A start below first_entry_id (other than 0) is out of range.
+  EXPECT_EQ(client_->ReadAll(6, ids[3]).status().code(), absl::StatusCode::kOutOfRange);
+  // A lower truncate, and truncate to 0, change nothing.
+  EXPECT_EQ(client_->Truncate(6, ids[2])->first_entry_id(), ids[5]);
+  EXPECT_EQ(client_->Truncate(6, 0)->first_entry_id(), ids[5]);
+  EXPECT_EQ(ReadData(6).size(), 5u);
+  // Truncating or reading past the end is out of range.
+  const uint64_t end = client_->GetNamespace(6)->next_entry_id();
+  EXPECT_EQ(client_->Truncate(6, end + 1).status().code(), absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(client_->ReadAll(6, end + 1).status().code(), absl::StatusCode::kOutOfRange);
+  EXPECT_TRUE(ReadData(6, end).empty());
+  // Truncating to the end hides everything; later entries are readable.
+  EXPECT_EQ(client_->Truncate(6, end)->first_entry_id(), end);
+  EXPECT_TRUE(ReadData(6).empty());
+  Append(6, {"after"});
+  EXPECT_EQ(ReadData(6), std::vector<std::string>{"after"});
+}
+
+TEST_F(ContractTest, ReadLimitAndStart) {
+  Create(7);
+  const auto ids = Append(7, {"a", "b", "c", "d"});
+  ASSERT_EQ(ids.size(), 4u);
+  EXPECT_EQ(ReadData(7, 0, 2), (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(ReadData(7, ids[1], 2), (std::vector<std::string>{"b", "c"}));
+  // A start between two ids begins at the next entry.
+  EXPECT_EQ(ReadData(7, ids[3]), std::vector<std::string>{"d"});
+}
+
+TEST_F(ContractTest, FollowReadSeesLaterAppends) {
+  Create(8);
+  Append(8, {"before"});
+  std::atomic<int> seen{0};
+  std::vector<std::string> got;
+  std::mutex mu;
+  ReadOptions options;
+  options.namespace_id = 8;
+  options.follow = true;
+  std::thread reader([&] {
+    absl::Status status = client_->Read(options, [&](v1::Entry& e) {
+      std::lock_guard<std::mutex> lock(mu);
+      got.push_back(e.data());
+      return ++seen < 4;
+    });
+    EXPECT_TRUE(status.ok()) << status;
+  });
+  const auto deadline = std::chrono::steady_clock::now() + seconds(20);
+  while (seen < 1 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  Append(8, {"one", "two"});
+  Append(8, {"three"});
+  reader.join();
+  EXPECT_EQ(got, (std::vector<std::string>{"before", "one", "two", "three"}));
+}
+
+TEST_F(ContractTest, DeletedNamespaceIsGone) {
+  Create(9);
+  Append(9, {"x"});
+  ASSERT_TRUE(client_->DeleteNamespace(9).ok());
+  EXPECT_EQ(client_->GetNamespace(9).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(client_->ReadAll(9).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(client_->Append(9, {"y"}).status().code(), absl::StatusCode::kNotFound);
+  // It can be created anew, empty.
+  auto again = client_->CreateNamespace(9);
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->created);
+  EXPECT_TRUE(ReadData(9).empty());
+}
+
+TEST_F(ContractTest, ListNamespacesPages) {
+  for (uint64_t ns = 1; ns <= 25; ++ns) Create(ns * 10);
+  ASSERT_TRUE(client_->DeleteNamespace(50).ok());
+  v1::ListNamespacesRequest request;
+  request.set_page_size(10);
+  std::vector<uint64_t> seen;
+  int pages = 0;
+  do {
+    grpc::ClientContext ctx;
+    v1::ListNamespacesResponse response;
+    ASSERT_TRUE(client_->stub().ListNamespaces(&ctx, request, &response).ok());
+    for (const auto& ns : response.namespaces()) seen.push_back(ns.namespace_id());
+    request.set_page_token(response.next_page_token());
+    ++pages;
+  } while (!request.page_token().empty());
+  EXPECT_EQ(pages, 3);
+  ASSERT_EQ(seen.size(), 24u);
+  EXPECT_TRUE(std::is_sorted(seen.begin(), seen.end()));
+  EXPECT_EQ(std::count(seen.begin(), seen.end(), 50u), 0);
+  auto all = client_->ListNamespaces();
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->size(), 24u);
+  // A token that no reply gave is rejected.
+  grpc::ClientContext ctx;
+  request.set_page_token("not-a-token");
+  v1::ListNamespacesResponse response;
+  EXPECT_EQ(client_->stub().ListNamespaces(&ctx, request, &response).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+TEST_F(ContractTest, ForeignRecordsInASlotAreSkipped) {
+  // An id whose big-endian bytes read "ABCDEFGH", so kcat can write records with its key.
+  const uint64_t ns = 0x4142434445464748ULL;
+  auto created = client_->CreateNamespace(ns);
+  ASSERT_TRUE(created.ok()) << created.status();
+  Append(ns, {"one", "two"});
+  const std::string kcat = absl::StrCat(
+      "printf 'ABCDEFGH:not a walserver record\\nABCDEFGH:\\x01\\x01garbage\\nunkeyed\\n' | "
+      "kcat -P -b ",
+      Bootstrap(), " -t ", created->ns.topic(), " -p ", created->ns.partition(), " -K: -Z 2>&1");
+  ASSERT_EQ(std::system(kcat.c_str()), 0) << kcat;
+  // The records are really in the slot, between our entries.
+  const uint64_t after_kcat = client_->GetNamespace(ns)->next_entry_id();
+  Append(ns, {"three"});
+  EXPECT_GE(client_->GetNamespace(ns)->next_entry_id(), after_kcat + 1);
+  EXPECT_EQ(ReadData(ns), (std::vector<std::string>{"one", "two", "three"}));
+  EXPECT_GE(server_->reader().records_skipped(), 2u);
+}
+
+}  // namespace
+}  // namespace wal::testing

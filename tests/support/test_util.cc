@@ -1,0 +1,170 @@
+#include "tests/support/test_util.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+
+namespace wal::testing {
+
+std::string UniqueName(const std::string& base) {
+  static std::atomic<int> counter{0};
+  const auto now = std::chrono::system_clock::now().time_since_epoch();
+  return absl::StrCat(
+      base, "_", getpid(), "_", counter++, "_",
+      std::chrono::duration_cast<std::chrono::milliseconds>(now).count() % 100000000);
+}
+
+std::string TestBrokers() {
+  const char* brokers = std::getenv("WAL_TEST_BROKERS");
+  return brokers ? brokers : "";
+}
+
+ServerOptions MockServerOptions() {
+  ServerOptions o;
+  o.listen = "127.0.0.1:0";
+  o.topic_count = 2;
+  o.partitions_per_topic = 2;
+  o.startup_timeout = std::chrono::seconds(20);
+  return o;
+}
+
+std::unique_ptr<Client> Connect(const std::string& address, std::chrono::milliseconds timeout) {
+  ClientOptions options;
+  options.target = address;
+  options.timeout = timeout;
+  auto client = Client::Connect(options);
+  EXPECT_TRUE(client.ok()) << client.status();
+  return client.ok() ? std::move(*client) : nullptr;
+}
+
+std::vector<std::string> KafkaServerArgs(const std::string& brokers, const std::string& prefix) {
+  return {"--brokers=" + brokers, "--topic_prefix=" + prefix, "--topic_count=2",
+          "--partitions_per_topic=2",
+          // The test broker is a single node.
+          "--replication_factor=1", "--min_insync_replicas=1"};
+}
+
+absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(std::vector<std::string> args) {
+  auto p = std::make_unique<ServerProcess>();
+  p->dir_ = (std::filesystem::temp_directory_path() / UniqueName("walserver")).string();
+  std::filesystem::create_directories(p->dir_);
+  const std::string ready = p->dir_ + "/ready";
+  const std::string log = p->dir_ + "/walserver.log";
+  args.insert(args.begin(), WALSERVER_PATH);
+  args.push_back("--listen=127.0.0.1:0");
+  args.push_back("--ready_file=" + ready);
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  p->pid_ = fork();
+  if (p->pid_ < 0) return absl::InternalError("fork failed");
+  if (p->pid_ == 0) {
+    FILE* out = std::freopen(log.c_str(), "w", stderr);
+    if (out) dup2(fileno(stderr), STDOUT_FILENO);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(90);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (std::ifstream in(ready); in && std::getline(in, p->address_) && !p->address_.empty()) {
+      return p;
+    }
+    int status = 0;
+    if (waitpid(p->pid_, &status, WNOHANG) == p->pid_) {
+      p->pid_ = -1;
+      std::ifstream in(log);
+      std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      return absl::InternalError(absl::StrCat("walserver exited during start-up:\n", text));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return absl::DeadlineExceededError("walserver did not start within 90 s; log in " + log);
+}
+
+int ServerProcess::Stop() {
+  if (pid_ <= 0) return -1;
+  kill(pid_, SIGTERM);
+  int status = 0;
+  waitpid(pid_, &status, 0);
+  pid_ = -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+void ServerProcess::Kill() {
+  if (pid_ <= 0) return;
+  kill(pid_, SIGKILL);
+  waitpid(pid_, nullptr, 0);
+  pid_ = -1;
+}
+
+ServerProcess::~ServerProcess() {
+  Kill();
+  std::error_code ignored;
+  if (!::testing::Test::HasFailure()) std::filesystem::remove_all(dir_, ignored);
+}
+
+std::string RandomData(std::mt19937_64& rng, size_t size) {
+  std::string s(size, '\0');
+  for (char& c : s) c = static_cast<char>(rng());
+  return s;
+}
+
+void RoundTrip(Client& client, uint64_t first_id, int namespaces, int entries, uint32_t seed) {
+  std::mt19937_64 rng(seed);
+  for (int i = 0; i < namespaces; ++i) {
+    auto created = client.CreateNamespace(first_id + i);
+    ASSERT_TRUE(created.ok()) << created.status();
+    ASSERT_TRUE(created->created);
+  }
+  struct Expected {
+    uint64_t id;
+    std::string data;
+  };
+  std::map<uint64_t, std::vector<Expected>> expected;
+  int appended = 0;
+  while (appended < entries) {
+    const int batch = std::min<int>(entries - appended, 1 + static_cast<int>(rng() % 40));
+    v1::AppendRequest request;
+    for (int i = 0; i < batch; ++i) {
+      v1::Entry* e = request.add_entries();
+      e->set_namespace_id(first_id + rng() % namespaces);
+      // Binary data of mixed sizes, zero bytes included.
+      e->set_data(absl::StrCat("entry ", appended + i, ":", RandomData(rng, rng() % 3000)));
+    }
+    auto ids = client.Append(request);
+    ASSERT_TRUE(ids.ok()) << ids.status();
+    ASSERT_EQ(ids->size(), static_cast<size_t>(batch));
+    for (int i = 0; i < batch; ++i) {
+      const v1::Entry& e = request.entries(i);
+      auto& list = expected[e.namespace_id()];
+      if (!list.empty()) {
+        ASSERT_GT((*ids)[i], list.back().id) << "ids must increase within a namespace";
+      }
+      list.push_back({(*ids)[i], e.data()});
+    }
+    appended += batch;
+  }
+  for (int i = 0; i < namespaces; ++i) {
+    const uint64_t ns = first_id + i;
+    auto read = client.ReadAll(ns);
+    ASSERT_TRUE(read.ok()) << read.status();
+    const auto& want = expected[ns];
+    ASSERT_EQ(read->size(), want.size()) << "namespace " << ns;
+    for (size_t k = 0; k < want.size(); ++k) {
+      ASSERT_EQ((*read)[k].namespace_id(), ns);
+      ASSERT_EQ((*read)[k].entry_id(), want[k].id) << "namespace " << ns << " entry " << k;
+      ASSERT_EQ((*read)[k].data(), want[k].data) << "namespace " << ns << " entry " << k;
+    }
+  }
+}
+
+}  // namespace wal::testing

@@ -1,0 +1,65 @@
+// Helpers shared by the test suites: unique names, servers in-process or as child processes,
+// and the round-trip workload.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "client/wal_client.h"
+#include "server/wal_server.h"
+
+namespace wal::testing {
+
+// A name no other test or run uses (topic prefixes, directories).
+std::string UniqueName(const std::string& base);
+
+// Brokers of the real Kafka the test scripts started ($WAL_TEST_BROKERS); empty when unset.
+std::string TestBrokers();
+// The message a test fails with when it needs Kafka and none was started.
+inline constexpr char kNoKafka[] =
+    "WAL_TEST_BROKERS is not set: integration tests need the real Kafka that "
+    "./scripts/test.sh starts";
+
+// Options of an in-process server on the mock cluster, listening on a free port.
+ServerOptions MockServerOptions();
+
+std::unique_ptr<Client> Connect(const std::string& address,
+                                std::chrono::milliseconds timeout = std::chrono::seconds(60));
+
+// walserver as a child process (the binary the build made), for restart and multi-server tests.
+class ServerProcess {
+ public:
+  // Starts `walserver` with `args` (plus --listen and --ready_file) and waits until it serves.
+  static absl::StatusOr<std::unique_ptr<ServerProcess>> Start(std::vector<std::string> args);
+  ~ServerProcess();  // SIGKILL if still running
+
+  const std::string& address() const { return address_; }
+  // SIGTERM and wait; returns the exit status.
+  int Stop();
+  // SIGKILL and wait, as a crash would.
+  void Kill();
+
+ private:
+  pid_t pid_ = -1;
+  std::string address_;
+  std::string dir_;
+};
+
+// Arguments that point walserver at the test Kafka with topics of its own.
+std::vector<std::string> KafkaServerArgs(const std::string& brokers, const std::string& prefix);
+
+std::string RandomData(std::mt19937_64& rng, size_t size);
+
+// Creates `namespaces` namespaces from `first_id` on, appends `entries` entries in batches that
+// mix namespaces, reads every namespace back and checks bytes, ids and order (gtest assertions).
+void RoundTrip(Client& client, uint64_t first_id, int namespaces, int entries, uint32_t seed);
+
+}  // namespace wal::testing

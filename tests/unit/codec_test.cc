@@ -1,0 +1,196 @@
+#include "server/codec.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+namespace wal {
+namespace {
+
+std::string RandomBytes(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::string s(n, '\0');
+  for (char& c : s) c = static_cast<char>(rng());
+  return s;
+}
+
+// Feeds records at consecutive offsets starting at `first_offset`.
+std::vector<AssembledEntry> Assemble(EntryAssembler& a, const std::vector<std::string>& records,
+                                     int64_t first_offset = 0) {
+  std::vector<AssembledEntry> out;
+  for (size_t i = 0; i < records.size(); ++i) a.Add(first_offset + i, records[i], &out);
+  return out;
+}
+
+TEST(Codec, KeyIsEightBytesBigEndian) {
+  EXPECT_EQ(EncodeKey(0x0102030405060708ULL), std::string("\x01\x02\x03\x04\x05\x06\x07\x08", 8));
+  const std::string key = EncodeKey(42);
+  EXPECT_EQ(DecodeKey(key.data(), key.size()), 42u);
+  EXPECT_EQ(DecodeKey(key.data(), 7), std::nullopt);
+  EXPECT_EQ(DecodeKey(nullptr, 0), std::nullopt);
+}
+
+TEST(Codec, SmallEntryIsOneFullRecord) {
+  auto records = EncodeEntry("hello", 7, 1024);
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0].size(), kRecordHeaderBytes + 5);
+  auto decoded = DecodeRecord(records[0]);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(decoded->header.kind, RecordKind::kFull);
+  EXPECT_EQ(decoded->header.entry_bytes, 5u);
+  EXPECT_EQ(decoded->header.entry_nonce, 7u);
+  EXPECT_EQ(decoded->header.entry_crc, EntryCrc("hello"));
+  EXPECT_EQ(decoded->payload, "hello");
+}
+
+TEST(Codec, EmptyEntryRoundTrips) {
+  EntryAssembler a(100);
+  auto out = Assemble(a, EncodeEntry("", 1, 64));
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].data, "");
+}
+
+TEST(Codec, LargeEntryIsSplitAndReassembled) {
+  const std::string data = RandomBytes(10000, 1);
+  auto records = EncodeEntry(data, 9, 1000);
+  const size_t chunk = 1000 - kRecordHeaderBytes;
+  ASSERT_EQ(records.size(), (data.size() + chunk - 1) / chunk);
+  EXPECT_EQ(DecodeRecord(records.front())->header.kind, RecordKind::kFirst);
+  EXPECT_EQ(DecodeRecord(records[1])->header.kind, RecordKind::kMiddle);
+  EXPECT_EQ(DecodeRecord(records.back())->header.kind, RecordKind::kLast);
+  for (const auto& r : records) EXPECT_LE(r.size(), 1000u);
+
+  EntryAssembler a(1 << 20);
+  auto out = Assemble(a, records, 100);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].entry_id, 100u);  // the offset of the first record
+  EXPECT_EQ(out[0].data, data);
+  EXPECT_EQ(a.skipped(), 0u);
+  EXPECT_EQ(a.buffered_bytes(), 0u);
+}
+
+TEST(Codec, ExactMultipleOfChunkSize) {
+  const std::string data = RandomBytes(3 * (100 - kRecordHeaderBytes), 2);
+  auto records = EncodeEntry(data, 1, 100);
+  EXPECT_EQ(records.size(), 3u);
+  EntryAssembler a(1 << 20);
+  auto out = Assemble(a, records);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].data, data);
+}
+
+TEST(Codec, CorruptPayloadFailsCrcAndIsSkipped) {
+  auto records = EncodeEntry(RandomBytes(500, 3), 1, 200);
+  records[1][kRecordHeaderBytes + 5] ^= 0x40;
+  EntryAssembler a(1 << 20);
+  auto out = Assemble(a, records);
+  EXPECT_TRUE(out.empty());
+  EXPECT_EQ(a.skipped(), 1u);
+  // A corrupt Full record too.
+  auto full = EncodeEntry("abcdef", 2, 200);
+  full[0].back() ^= 1;
+  a.Add(10, full[0], &out);
+  EXPECT_TRUE(out.empty());
+  EXPECT_EQ(a.skipped(), 2u);
+}
+
+TEST(Codec, UndecodableRecordsAreSkipped) {
+  EntryAssembler a(1 << 20);
+  std::vector<AssembledEntry> out;
+  a.Add(0, "", &out);                      // empty value
+  a.Add(1, "plain text from kcat", &out);  // not our format
+  std::string future = EncodeEntry("x", 1, 100)[0];
+  future[0] = 2;  // an unknown format version
+  a.Add(2, future, &out);
+  std::string bad_kind = EncodeEntry("x", 1, 100)[0];
+  bad_kind[1] = 9;
+  a.Add(3, bad_kind, &out);
+  std::string short_header = EncodeEntry("x", 1, 100)[0].substr(0, 20);
+  a.Add(4, short_header, &out);
+  EXPECT_TRUE(out.empty());
+  EXPECT_EQ(a.skipped(), 5u);
+  // The assembler still works afterwards.
+  a.Add(5, EncodeEntry("ok", 2, 100)[0], &out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].entry_id, 5u);
+}
+
+TEST(Codec, MissingMiddleChunkDropsTheEntry) {
+  auto records = EncodeEntry(RandomBytes(1000, 4), 1, 200);
+  ASSERT_GE(records.size(), 4u);
+  records.erase(records.begin() + 2);
+  EntryAssembler a(1 << 20);
+  auto out = Assemble(a, records);
+  a.Flush(&out);
+  EXPECT_TRUE(out.empty());
+  EXPECT_GE(a.skipped(), 1u);
+}
+
+TEST(Codec, ChunksWithoutTheirFirstAreSkipped) {
+  // A read that starts in the middle of an entry.
+  auto records = EncodeEntry(RandomBytes(1000, 5), 1, 200);
+  records.erase(records.begin());
+  EntryAssembler a(1 << 20);
+  auto out = Assemble(a, records);
+  EXPECT_TRUE(out.empty());
+  EXPECT_EQ(a.skipped(), records.size());
+}
+
+TEST(Codec, IncompleteEntryAtTheEndIsNeverReturned) {
+  auto records = EncodeEntry(RandomBytes(1000, 6), 1, 200);
+  records.pop_back();
+  EntryAssembler a(1 << 20);
+  auto out = Assemble(a, records);
+  EXPECT_TRUE(out.empty());
+  EXPECT_GT(a.buffered_bytes(), 0u);
+  a.Flush(&out);
+  EXPECT_TRUE(out.empty());
+  EXPECT_EQ(a.skipped(), 1u);
+  EXPECT_EQ(a.buffered_bytes(), 0u);
+}
+
+TEST(Codec, InterleavedWritersComeOutInIdOrder) {
+  // Entry A (3 chunks) starts at offset 0; entry B (Full) lands at offset 1, between A's chunks.
+  const std::string a_data = RandomBytes(400, 7);
+  auto a_records = EncodeEntry(a_data, 100, 200);
+  ASSERT_EQ(a_records.size(), 3u);
+  auto b_records = EncodeEntry("bee", 200, 200);
+  EntryAssembler a(1 << 20);
+  std::vector<AssembledEntry> out;
+  a.Add(0, a_records[0], &out);
+  a.Add(1, b_records[0], &out);
+  EXPECT_TRUE(out.empty()) << "B must wait for A, which starts earlier";
+  a.Add(2, a_records[1], &out);
+  a.Add(3, a_records[2], &out);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].entry_id, 0u);
+  EXPECT_EQ(out[0].data, a_data);
+  EXPECT_EQ(out[1].entry_id, 1u);
+  EXPECT_EQ(out[1].data, "bee");
+}
+
+TEST(Codec, HeldBackEntriesAreReleasedWhenTheEarlierOneIsAbandoned) {
+  auto a_records = EncodeEntry(RandomBytes(400, 8), 100, 200);
+  EntryAssembler a(1 << 20);
+  std::vector<AssembledEntry> out;
+  a.Add(0, a_records[0], &out);  // never completed
+  a.Add(1, EncodeEntry("one", 1, 200)[0], &out);
+  a.Add(2, EncodeEntry("two", 2, 200)[0], &out);
+  EXPECT_TRUE(out.empty());
+  a.Flush(&out);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].data, "one");
+  EXPECT_EQ(out[1].data, "two");
+}
+
+TEST(Codec, EntryAboveTheLimitIsRejected) {
+  auto records = EncodeEntry(RandomBytes(1000, 9), 1, 200);
+  EntryAssembler a(999);
+  auto out = Assemble(a, records);
+  a.Flush(&out);
+  EXPECT_TRUE(out.empty());
+  EXPECT_EQ(a.skipped(), records.size());
+}
+
+}  // namespace
+}  // namespace wal

@@ -1,0 +1,130 @@
+#include "server/namespace_table.h"
+
+#include <gtest/gtest.h>
+
+namespace wal {
+namespace {
+
+using meta::v1::NamespaceRecord;
+
+std::vector<Slot> ThreeSlots() { return {{"w_0", 0}, {"w_0", 1}, {"w_1", 0}}; }
+
+NamespaceRecord Record(NamespaceRecord::Kind kind, const Slot& slot, int64_t start,
+                       int64_t truncated = 0) {
+  NamespaceState s;
+  s.slot = slot;
+  s.start_offset = start;
+  s.truncated_before = truncated;
+  s.deleted = kind == NamespaceRecord::DELETE;
+  return MakeRecord(kind, s, "test");
+}
+
+TEST(NamespaceTable, LeastLoadedSlotSpreadsNamespaces) {
+  NamespaceTable table(ThreeSlots());
+  for (uint64_t id = 1; id <= 9; ++id) {
+    const Slot slot = table.LeastLoadedSlot();
+    EXPECT_EQ(table.Apply(id, Record(NamespaceRecord::CREATE, slot, 0), id),
+              ApplyOutcome::kCreated);
+  }
+  EXPECT_EQ(table.LoadPerSlot(), (std::vector<size_t>{3, 3, 3}));
+  // Ties go to the first slot, so servers with the same table choose alike.
+  EXPECT_EQ(table.LeastLoadedSlot(), (Slot{"w_0", 0}));
+  // Round robin put namespace 5 in the second slot; deleting it makes that slot the lightest.
+  ASSERT_EQ(table.Get(5)->slot, (Slot{"w_0", 1}));
+  table.Apply(5, Record(NamespaceRecord::DELETE, table.Get(5)->slot, 0), 20);
+  EXPECT_EQ(table.LeastLoadedSlot(), (Slot{"w_0", 1}));
+}
+
+TEST(NamespaceTable, FirstCreateWins) {
+  NamespaceTable table(ThreeSlots());
+  EXPECT_EQ(table.Apply(7, Record(NamespaceRecord::CREATE, {"w_0", 0}, 10), 1),
+            ApplyOutcome::kCreated);
+  EXPECT_EQ(table.Apply(7, Record(NamespaceRecord::CREATE, {"w_1", 0}, 20), 2),
+            ApplyOutcome::kLostRace);
+  auto ns = table.Get(7);
+  ASSERT_TRUE(ns);
+  EXPECT_EQ(ns->slot, (Slot{"w_0", 0}));
+  EXPECT_EQ(ns->start_offset, 10);
+  EXPECT_EQ(ns->meta_offset, 1);
+  // The loser's record came last: compaction would keep it, so the winner needs restating.
+  ASSERT_EQ(table.NeedingRestate().size(), 1u);
+  table.Apply(7, Record(NamespaceRecord::RESTATE, {"w_0", 0}, 10), 3);
+  EXPECT_TRUE(table.NeedingRestate().empty());
+  EXPECT_EQ(table.LoadPerSlot(), (std::vector<size_t>{1, 0, 0}));
+}
+
+TEST(NamespaceTable, TruncationOnlyRises) {
+  NamespaceTable table(ThreeSlots());
+  table.Apply(1, Record(NamespaceRecord::CREATE, {"w_0", 1}, 5), 0);
+  EXPECT_EQ(table.Get(1)->first_entry_id(), 5);
+  EXPECT_EQ(table.Apply(1, Record(NamespaceRecord::TRUNCATE, {"w_0", 1}, 5, 50), 1),
+            ApplyOutcome::kUpdated);
+  EXPECT_EQ(table.Apply(1, Record(NamespaceRecord::TRUNCATE, {"w_0", 1}, 5, 30), 2),
+            ApplyOutcome::kIgnored);
+  EXPECT_EQ(table.Get(1)->truncated_before, 50);
+  EXPECT_EQ(table.Get(1)->first_entry_id(), 50);
+}
+
+TEST(NamespaceTable, RecordsOfAnotherAssignmentAreIgnored) {
+  NamespaceTable table(ThreeSlots());
+  table.Apply(1, Record(NamespaceRecord::CREATE, {"w_0", 1}, 5), 0);
+  EXPECT_EQ(table.Apply(1, Record(NamespaceRecord::TRUNCATE, {"w_1", 0}, 5, 99), 1),
+            ApplyOutcome::kIgnored);
+  EXPECT_EQ(table.Apply(1, Record(NamespaceRecord::DELETE, {"w_0", 1}, 6), 2),
+            ApplyOutcome::kIgnored);
+  EXPECT_TRUE(table.Get(1));
+  EXPECT_EQ(table.Get(1)->truncated_before, 0);
+}
+
+TEST(NamespaceTable, DeleteThenCreateAgain) {
+  NamespaceTable table(ThreeSlots());
+  table.Apply(1, Record(NamespaceRecord::CREATE, {"w_0", 0}, 5), 0);
+  EXPECT_EQ(table.Apply(1, Record(NamespaceRecord::DELETE, {"w_0", 0}, 5), 1),
+            ApplyOutcome::kUpdated);
+  EXPECT_FALSE(table.Get(1));
+  EXPECT_EQ(table.live_count(), 0u);
+  // A late truncate of the deleted assignment does not bring it back.
+  EXPECT_EQ(table.Apply(1, Record(NamespaceRecord::TRUNCATE, {"w_0", 0}, 5, 9), 2),
+            ApplyOutcome::kIgnored);
+  EXPECT_FALSE(table.Get(1));
+  EXPECT_EQ(table.Apply(1, Record(NamespaceRecord::CREATE, {"w_1", 0}, 70), 3),
+            ApplyOutcome::kCreated);
+  EXPECT_EQ(table.Get(1)->slot, (Slot{"w_1", 0}));
+  EXPECT_EQ(table.Get(1)->first_entry_id(), 70);
+}
+
+TEST(NamespaceTable, CompactedHistoryStillRebuildsTheTable) {
+  // After compaction only the latest record of a key is left; it carries the whole state.
+  NamespaceTable table(ThreeSlots());
+  EXPECT_EQ(table.Apply(3, Record(NamespaceRecord::TRUNCATE, {"w_0", 1}, 5, 42), 900),
+            ApplyOutcome::kCreated);
+  EXPECT_EQ(table.Get(3)->first_entry_id(), 42);
+  EXPECT_EQ(table.Apply(4, Record(NamespaceRecord::DELETE, {"w_0", 1}, 5), 901),
+            ApplyOutcome::kCreated);
+  EXPECT_FALSE(table.Get(4));
+  EXPECT_EQ(table.LoadPerSlot(), (std::vector<size_t>{0, 1, 0}));
+}
+
+TEST(NamespaceTable, ListPagesInIdOrderSkippingDeleted) {
+  NamespaceTable table(ThreeSlots());
+  for (uint64_t id : {5, 1, 9, 3})
+    table.Apply(id, Record(NamespaceRecord::CREATE, {"w_0", 0}, 0), id);
+  table.Apply(3, Record(NamespaceRecord::DELETE, {"w_0", 0}, 0), 10);
+  auto page = table.List(0, 2);
+  ASSERT_EQ(page.size(), 2u);
+  EXPECT_EQ(page[0].namespace_id, 1u);
+  EXPECT_EQ(page[1].namespace_id, 5u);
+  page = table.List(5, 10);
+  ASSERT_EQ(page.size(), 1u);
+  EXPECT_EQ(page[0].namespace_id, 9u);
+}
+
+TEST(NamespaceTable, SlotOutsideOurListIsKeptButNotCounted) {
+  NamespaceTable table(ThreeSlots());
+  table.Apply(1, Record(NamespaceRecord::CREATE, {"w_7", 3}, 0), 0);
+  ASSERT_TRUE(table.Get(1));
+  EXPECT_EQ(table.LoadPerSlot(), (std::vector<size_t>{0, 0, 0}));
+}
+
+}  // namespace
+}  // namespace wal
