@@ -33,7 +33,7 @@ struct WriterOptions {
 struct AppendItem {
   Slot slot;
   uint64_t namespace_id = 0;
-  std::string_view data;  // must stay valid until the callback has run
+  std::string_view data;  // copied into records before Append returns
 };
 
 class EntryWriter {

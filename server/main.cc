@@ -9,6 +9,8 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "server/wal_server.h"
 #include "spdlog/spdlog.h"
@@ -44,6 +46,12 @@ ABSL_FLAG(std::string, ready_file, "",
 ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn or error");
 
 int main(int argc, char** argv) {
+  // --help lists the flags of this file (absl looks for a file named after the binary).
+  absl::FlagsUsageConfig usage_config;
+  usage_config.contains_help_flags = [](absl::string_view path) {
+    return absl::EndsWith(path, "server/main.cc");
+  };
+  absl::SetFlagsUsageConfig(usage_config);
   absl::SetProgramUsageMessage(
       "A write-ahead-log service on Kafka.\n"
       "Usage: walserver --listen=HOST:PORT --brokers=HOST:PORT[,...] [options]");
