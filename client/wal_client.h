@@ -1,15 +1,24 @@
 // walclient: the C++ client of walserver for datanodes.
 //
-// Every call blocks the calling thread until walserver answers or the call's deadline passes
-// (ClientOptions::timeout unless said otherwise), and returns errors as absl::Status with the
-// gRPC code of the server's answer:
-//   INVALID_ARGUMENT  malformed request (namespace id 0, no entries, entry over the size limit)
-//   NOT_FOUND         unknown or deleted namespace
-//   OUT_OF_RANGE      start or truncation point past the end, or a start below first_entry_id
-//   DATA_LOSS         records that were never truncated are gone from Kafka
-//   UNAVAILABLE       Kafka or walserver unreachable; safe to retry
-//   RESOURCE_EXHAUSTED, DEADLINE_EXCEEDED, INTERNAL
-// A Client is thread-safe: calls from many threads share one channel.
+// Threading: a Client is thread-safe; calls from many threads share one gRPC channel. Every
+// call except AppendAsync blocks the calling thread until walserver answers or the call's
+// deadline passes (ClientOptions::timeout unless the call says otherwise).
+//
+// Errors come back as absl::Status carrying the gRPC code of walserver's answer:
+//   INVALID_ARGUMENT    malformed request: namespace id 0, no entries, entry over the size limit
+//   NOT_FOUND           unknown or deleted namespace
+//   OUT_OF_RANGE        start or truncation point past the end, or a start below first_entry_id
+//   DATA_LOSS           records that were never truncated are gone from Kafka
+//   UNAVAILABLE         Kafka or walserver unreachable; safe to retry (see below)
+//   RESOURCE_EXHAUSTED  a server limit was reached; retry later
+//   DEADLINE_EXCEEDED   no answer in time
+//   INTERNAL            a bug or a corrupt record
+//
+// Retries: calls that are safe to repeat (CreateNamespace, GetNamespace, ListNamespaces,
+// Truncate, and Read before it delivered anything) are retried on UNAVAILABLE with exponential
+// backoff, within the call's one deadline. Append and DeleteNamespace are never retried: a
+// failed Append may have made a prefix of its entries durable, so its outcome is unknown and the
+// caller decides.
 #pragma once
 
 #include <chrono>
@@ -26,10 +35,14 @@
 namespace wal {
 
 struct ClientOptions {
-  // gRPC target of walserver, for example "127.0.0.1:50051".
+  // gRPC target of walserver: "HOST:PORT" or "unix:///path/to/socket".
   std::string target = "127.0.0.1:50051";
-  // Deadline of each call unless the call says otherwise.
+  // Deadline of each call (retries included) unless the call says otherwise.
   std::chrono::milliseconds timeout{30000};
+  // Retries of safe calls after UNAVAILABLE; 0 turns retries off.
+  int max_retries = 4;
+  // First backoff; doubled after each retry, capped at 2 s, with jitter.
+  std::chrono::milliseconds retry_backoff{100};
 };
 
 struct CreateNamespaceResult {
@@ -41,46 +54,91 @@ struct ReadOptions {
   uint64_t namespace_id = 0;
   uint64_t start_entry_id = 0;  // 0: from first_entry_id
   uint64_t limit = 0;           // 0: no limit
-  bool follow = false;          // keep receiving new entries until on_entry returns false
+  bool follow = false;          // keep receiving new entries until cancelled
   // Deadline of the whole read; 0 means ClientOptions::timeout, or none for a follow read.
   std::chrono::milliseconds timeout{0};
 };
 
+// One Read stream, pulled an entry at a time. Not thread-safe, except Cancel().
+class ReadStream {
+ public:
+  ~ReadStream();  // cancels the stream if it is still open
+
+  // Blocks until the next entry (true) or the end of the stream (false; see status()).
+  // Entries come in entry-id order.
+  bool Next(v1::Entry* entry);
+  // After Next returned false: OK at the end of the log (as seen when the read began), or why
+  // the stream ended. CANCELLED after Cancel().
+  const absl::Status& status() const { return status_; }
+  // Ends the stream from any thread; Next then returns false.
+  void Cancel();
+
+ private:
+  friend class Client;
+  ReadStream() = default;
+  std::unique_ptr<grpc::ClientContext> ctx_;
+  std::unique_ptr<grpc::ClientReader<v1::ReadResponse>> reader_;
+  v1::ReadResponse batch_;
+  int next_in_batch_ = 0;
+  bool done_ = false;
+  absl::Status status_;
+};
+
 class Client {
  public:
+  // Creates a channel to walserver; connects lazily, so this succeeds without a server.
   static absl::StatusOr<std::unique_ptr<Client>> Connect(const ClientOptions& options);
 
-  // Idempotent: an existing namespace comes back with created=false.
+  // Creates a namespace. Idempotent: an existing namespace comes back with created=false and its
+  // assignment. Retried on UNAVAILABLE. INVALID_ARGUMENT for id 0.
   absl::StatusOr<CreateNamespaceResult> CreateNamespace(uint64_t namespace_id);
 
-  // Appends the request's entries (several namespaces may share it) and returns their ids in
-  // request order, once Kafka acknowledged all of them. On error a prefix may be durable.
+  // Appends the request's entries (several namespaces may share one request) and returns their
+  // ids in request order, once Kafka acknowledged every one. Ids increase within a namespace in
+  // request order. Not retried; on error a prefix may be durable.
   absl::StatusOr<std::vector<uint64_t>> Append(const v1::AppendRequest& request);
   // Appends `entries` to one namespace.
   absl::StatusOr<std::vector<uint64_t>> Append(uint64_t namespace_id,
                                                const std::vector<std::string>& entries);
 
-  // Streams entries in id order to `on_entry`, on the calling thread, until the end of the log as
-  // seen when the read began (or until on_entry returns false, or forever with follow).
+  // Like Append, but returns at once; `done` runs exactly once, on a gRPC thread, with the ids or
+  // the error. `done` must not block. Appends issued one after another from one thread reach
+  // walserver in order, but their ids are ordered only if each waits for the previous `done`.
+  void AppendAsync(v1::AppendRequest request,
+                   std::function<void(absl::StatusOr<std::vector<uint64_t>>)> done);
+
+  // Opens a Read stream. Blocks only to start the call; errors (NOT_FOUND, OUT_OF_RANGE,
+  // UNAVAILABLE...) surface from ReadStream::Next/status(). Not retried.
+  std::unique_ptr<ReadStream> OpenRead(const ReadOptions& options);
+  // Streams entries in id order to `on_entry` on the calling thread until the end of the log as
+  // seen when the read began, until on_entry returns false (then OK), or forever with follow.
+  // Retried on UNAVAILABLE while no entry has been delivered.
   absl::Status Read(const ReadOptions& options,
                     const std::function<bool(v1::Entry& entry)>& on_entry);
   // Reads into a vector (no follow).
   absl::StatusOr<std::vector<v1::Entry>> ReadAll(uint64_t namespace_id, uint64_t start_entry_id = 0,
                                                  uint64_t limit = 0);
 
-  // Entries with id < entry_id become unreadable. A lower value than before is a no-op.
+  // Entries with id < entry_id become unreadable. A lower value than before, or 0, is a no-op.
+  // OUT_OF_RANGE past the namespace's end. Retried on UNAVAILABLE (truncation is monotonic).
   absl::StatusOr<v1::Namespace> Truncate(uint64_t namespace_id, uint64_t entry_id);
+  // Assignment and watermarks. Retried on UNAVAILABLE.
   absl::StatusOr<v1::Namespace> GetNamespace(uint64_t namespace_id);
-  // Every live namespace, fetching page after page.
+  // Every live namespace in id order, fetching page after page. Retried on UNAVAILABLE.
   absl::StatusOr<std::vector<v1::Namespace>> ListNamespaces();
+  // Deletes a namespace. Not retried: a retry after a lost reply would answer NOT_FOUND.
   absl::Status DeleteNamespace(uint64_t namespace_id);
 
   v1::WalService::Stub& stub() { return *stub_; }
 
  private:
-  explicit Client(const ClientOptions& options, std::unique_ptr<v1::WalService::Stub> stub)
+  Client(const ClientOptions& options, std::unique_ptr<v1::WalService::Stub> stub)
       : options_(options), stub_(std::move(stub)) {}
-  void SetDeadline(grpc::ClientContext& ctx, std::chrono::milliseconds timeout) const;
+  std::chrono::system_clock::time_point Deadline(std::chrono::milliseconds timeout) const;
+  // Runs `attempt` (one RPC with the given deadline) until it succeeds, fails with something
+  // other than UNAVAILABLE, runs out of retries, or the deadline is near.
+  absl::Status WithRetries(std::chrono::system_clock::time_point deadline,
+                           const std::function<grpc::Status(grpc::ClientContext&)>& attempt);
 
   ClientOptions options_;
   std::unique_ptr<v1::WalService::Stub> stub_;

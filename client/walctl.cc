@@ -1,6 +1,12 @@
 // walctl: the command-line tool for walserver, built on walclient.
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
+#include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -8,45 +14,135 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/wal_client.h"
+#include "google/protobuf/util/json_util.h"
 
 namespace {
 
-constexpr char kUsage[] = R"(walctl: talk to walserver.
+constexpr char kUsage[] = R"(walctl: inspect and drive walserver.
 
-Usage: walctl [--server=HOST:PORT] [--timeout=SECONDS] COMMAND ARGS...
+Usage: walctl [--server=ADDRESS] [--timeout=SECONDS] [--json] COMMAND [ARGS...]
+       walctl COMMAND --help
 
 Commands:
   create NAMESPACE                 create a namespace (idempotent)
-  append NAMESPACE [DATA...]       append each DATA as one entry; without DATA, each line of
-                                   standard input is one entry. Prints the entry ids.
-  read NAMESPACE [--start=ID] [--limit=N] [--follow]
-                                   print entries as "ID<TAB>DATA", one per line
+  append NAMESPACE [DATA...]       append entries; from standard input when no DATA is given
+  read NAMESPACE                   print entries (--start, --limit, --follow)
   truncate NAMESPACE ENTRY_ID      make entries below ENTRY_ID unreadable
-  info NAMESPACE                   show a namespace's slot and watermarks
-  ls                               list all namespaces
+  info NAMESPACE                   a namespace's slot and watermarks
+  ls                               all namespaces
   delete NAMESPACE                 delete a namespace
 
 Options:
-  --server=HOST:PORT   walserver address (default 127.0.0.1:50051, or $WALCTL_SERVER)
-  --timeout=SECONDS    deadline of each call (default 30)
+  --server=ADDRESS   HOST:PORT or unix:///path (default $WALCTL_SERVER, else 127.0.0.1:50051)
+  --timeout=SECONDS  deadline of each call (default 30)
+  --json             machine-readable output: one JSON object per line
 
-Exit status: 0 success, 1 the server answered with an error, 2 bad usage.
+Exit status: 0 ok, 1 other error, 2 bad usage, 3 not found, 4 invalid argument,
+5 out of range, 6 unavailable or timed out (retry later), 7 data loss, 8 not allowed.
 )";
 
+const std::map<std::string, std::string> kCommandHelp = {
+    {"create", R"(Usage: walctl create NAMESPACE
+
+Creates namespace NAMESPACE (an id of 1 or more) and prints its assignment. Creating an existing
+namespace is not an error: it prints the same assignment and says "already existed".
+)"},
+    {"append", R"(Usage: walctl append NAMESPACE [DATA...]
+       walctl append NAMESPACE --file=PATH      (PATH - is standard input)
+
+Appends entries and prints their entry ids, one per line, once Kafka acknowledged them.
+  DATA...        each argument is one entry
+  (no DATA)      each line of standard input is one entry (sent in batches of --batch lines)
+  --file=PATH    the whole file is one entry
+  --batch=N      lines per request when reading standard input (default 1000)
+A failed append may have written a prefix of its entries: the outcome is unknown.
+)"},
+    {"read", R"(Usage: walctl read NAMESPACE [--start=ID] [--limit=N] [--follow] [--data-only]
+
+Prints entries in id order as "ID<TAB>DATA" lines (--json: {"entryId", "data" (base64)}).
+  --start=ID     first entry id to print (default: the first readable entry)
+  --limit=N      stop after N entries
+  --follow       keep printing new entries as they are appended, like tail -f
+  --data-only    print only the data of each entry, one per line
+)"},
+    {"truncate", R"(Usage: walctl truncate NAMESPACE ENTRY_ID
+
+Makes entries with id below ENTRY_ID unreadable (they may be deleted later). A lower ENTRY_ID
+than before is a no-op. Prints the namespace afterwards.
+)"},
+    {"info", R"(Usage: walctl info NAMESPACE
+
+Prints the namespace's slot (topic, partition), first_entry_id and next_entry_id.
+)"},
+    {"ls", R"(Usage: walctl ls
+
+Lists all live namespaces with their slots and watermarks.
+)"},
+    {"delete", R"(Usage: walctl delete NAMESPACE
+
+Deletes the namespace: it disappears and its records become prunable.
+)"},
+};
+
+struct Cli {
+  wal::ClientOptions options;
+  bool json = false;
+  std::string command;
+  std::vector<std::string> args;             // positional
+  std::map<std::string, std::string> flags;  // --name[=value] after the command
+};
+
 int Usage(const std::string& problem) {
-  std::cerr << "walctl: " << problem << "\n\n" << kUsage;
+  std::cerr << "walctl: " << problem << "\n(walctl --help for usage)\n";
   return 2;
+}
+
+int ExitCode(absl::StatusCode code) {
+  switch (code) {
+    case absl::StatusCode::kOk:
+      return 0;
+    case absl::StatusCode::kNotFound:
+      return 3;
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kFailedPrecondition:
+      return 4;
+    case absl::StatusCode::kOutOfRange:
+      return 5;
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kDeadlineExceeded:
+    case absl::StatusCode::kResourceExhausted:
+    case absl::StatusCode::kAborted:
+      return 6;
+    case absl::StatusCode::kDataLoss:
+      return 7;
+    case absl::StatusCode::kUnauthenticated:
+    case absl::StatusCode::kPermissionDenied:
+      return 8;
+    default:
+      return 1;
+  }
 }
 
 int Report(const absl::Status& status) {
   std::cerr << "walctl: " << absl::StatusCodeToString(status.code()) << ": " << status.message()
             << "\n";
-  return 1;
+  return ExitCode(status.code());
 }
 
-bool ParseId(const std::string& text, uint64_t* id) { return absl::SimpleAtoi(text, id); }
+std::string ToJson(const google::protobuf::Message& m) {
+  std::string out;
+  google::protobuf::util::JsonPrintOptions options;
+  options.always_print_primitive_fields = true;
+  (void)google::protobuf::util::MessageToJsonString(m, &out, options);
+  return out;
+}
 
-void PrintNamespace(const wal::v1::Namespace& ns) {
+void PrintNamespace(const Cli& cli, const wal::v1::Namespace& ns, const char* note = nullptr) {
+  if (cli.json) {
+    std::cout << ToJson(ns) << "\n";
+    return;
+  }
+  if (note) std::cout << note << "\n";
   std::cout << "namespace_id:   " << ns.namespace_id() << "\n"
             << "topic:          " << ns.topic() << "\n"
             << "partition:      " << ns.partition() << "\n"
@@ -54,113 +150,239 @@ void PrintNamespace(const wal::v1::Namespace& ns) {
             << "next_entry_id:  " << ns.next_entry_id() << "\n";
 }
 
+// Progress of a long read or append on stderr, only when stderr is a terminal.
+class Progress {
+ public:
+  explicit Progress(const char* verb) : verb_(verb), enabled_(isatty(STDERR_FILENO) != 0) {}
+  ~Progress() {
+    if (enabled_ && shown_) std::cerr << "\r\033[K" << std::flush;
+  }
+  void Add(uint64_t entries, uint64_t bytes) {
+    entries_ += entries;
+    bytes_ += bytes;
+    const auto now = std::chrono::steady_clock::now();
+    if (!enabled_ || now - last_ < std::chrono::milliseconds(200)) return;
+    last_ = now;
+    shown_ = true;
+    const double seconds = std::chrono::duration<double>(now - start_).count();
+    std::cerr << absl::StrFormat("\r\033[K%s %d entries, %.1f MiB (%.1f MiB/s)", verb_, entries_,
+                                 bytes_ / 1048576.0, bytes_ / 1048576.0 / std::max(seconds, 1e-3))
+              << std::flush;
+  }
+
+ private:
+  const char* verb_;
+  bool enabled_;
+  bool shown_ = false;
+  uint64_t entries_ = 0;
+  uint64_t bytes_ = 0;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point last_ = start_;
+};
+
+int Append(const Cli& cli, wal::Client& client, uint64_t ns) {
+  std::vector<std::vector<std::string>> requests;
+  if (auto file = cli.flags.find("file"); file != cli.flags.end()) {
+    std::stringstream whole;
+    if (file->second == "-") {
+      whole << std::cin.rdbuf();
+    } else {
+      std::ifstream in(file->second, std::ios::binary);
+      if (!in) return Usage("append: cannot read " + file->second);
+      whole << in.rdbuf();
+    }
+    requests.push_back({whole.str()});
+  } else if (cli.args.size() > 1) {
+    requests.push_back(std::vector<std::string>(cli.args.begin() + 1, cli.args.end()));
+  }
+  uint64_t batch = 1000;
+  if (auto b = cli.flags.find("batch"); b != cli.flags.end()) {
+    if (!absl::SimpleAtoi(b->second, &batch) || batch == 0) return Usage("--batch needs N > 0");
+  }
+  Progress progress("appended");
+  auto send = [&](const std::vector<std::string>& entries) -> int {
+    auto ids = client.Append(ns, entries);
+    if (!ids.ok()) return Report(ids.status());
+    uint64_t bytes = 0;
+    for (const auto& e : entries) bytes += e.size();
+    progress.Add(entries.size(), bytes);
+    for (uint64_t id : *ids) {
+      if (cli.json) {
+        std::cout << "{\"entryId\":\"" << id << "\"}\n";
+      } else {
+        std::cout << id << "\n";
+      }
+    }
+    return 0;
+  };
+  if (!requests.empty()) return send(requests.front());
+  std::vector<std::string> lines;
+  bool any = false;
+  for (std::string line; std::getline(std::cin, line);) {
+    lines.push_back(std::move(line));
+    if (lines.size() >= batch) {
+      if (int rc = send(lines); rc != 0) return rc;
+      lines.clear();
+      any = true;
+    }
+  }
+  if (!lines.empty()) return send(lines);
+  return any ? 0 : Usage("append: nothing to append (no DATA and empty standard input)");
+}
+
+int Read(const Cli& cli, wal::Client& client, uint64_t ns) {
+  wal::ReadOptions read;
+  read.namespace_id = ns;
+  for (const auto& [name, value] : cli.flags) {
+    if (name == "start" && absl::SimpleAtoi(value, &read.start_entry_id)) continue;
+    if (name == "limit" && absl::SimpleAtoi(value, &read.limit)) continue;
+    if (name == "follow") {
+      read.follow = true;
+      continue;
+    }
+    if (name == "data-only") continue;
+    return Usage(absl::StrCat("read: bad option --", name, value.empty() ? "" : "=" + value));
+  }
+  const bool data_only = cli.flags.count("data-only") > 0;
+  Progress progress("read");
+  absl::Status status = client.Read(read, [&](wal::v1::Entry& e) {
+    if (cli.json) {
+      std::cout << ToJson(e) << "\n";
+    } else if (data_only) {
+      std::cout << e.data() << "\n";
+    } else {
+      std::cout << e.entry_id() << "\t" << e.data() << "\n";
+    }
+    if (read.follow) std::cout.flush();
+    progress.Add(1, e.data().size());
+    return static_cast<bool>(std::cout);  // stop when our reader went away (a closed pipe)
+  });
+  return status.ok() ? 0 : Report(status);
+}
+
+int List(const Cli& cli, wal::Client& client) {
+  auto all = client.ListNamespaces();
+  if (!all.ok()) return Report(all.status());
+  if (cli.json) {
+    for (const auto& ns : *all) std::cout << ToJson(ns) << "\n";
+    return 0;
+  }
+  std::cout << absl::StrFormat("%-20s %-24s %9s %20s %20s\n", "NAMESPACE", "TOPIC", "PARTITION",
+                               "FIRST_ENTRY_ID", "NEXT_ENTRY_ID");
+  for (const auto& ns : *all) {
+    std::cout << absl::StrFormat("%-20d %-24s %9d %20d %20d\n", ns.namespace_id(), ns.topic(),
+                                 ns.partition(), ns.first_entry_id(), ns.next_entry_id());
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  wal::ClientOptions options;
-  if (const char* env = std::getenv("WALCTL_SERVER")) options.target = env;
-  std::vector<std::string> args;
+  Cli cli;
+  if (const char* env = std::getenv("WALCTL_SERVER")) cli.options.target = env;
   for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
+    const std::string arg = argv[i];
+    const bool global = cli.command.empty();
     if (arg == "--help" || arg == "-h") {
-      std::cout << kUsage;
+      if (global) {
+        std::cout << kUsage;
+      } else {
+        std::cout << kCommandHelp.at(cli.command);
+      }
       return 0;
     }
-    if (args.empty() && arg.rfind("--server=", 0) == 0) {
-      options.target = arg.substr(9);
-    } else if (args.empty() && arg.rfind("--timeout=", 0) == 0) {
+    if (global && arg.rfind("--server=", 0) == 0) {
+      cli.options.target = arg.substr(9);
+    } else if (global && arg.rfind("--timeout=", 0) == 0) {
       double seconds = 0;
       if (!absl::SimpleAtod(arg.substr(10), &seconds) || seconds <= 0) {
         return Usage("--timeout needs a positive number of seconds");
       }
-      options.timeout = std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+      cli.options.timeout = std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+    } else if (global && arg == "--json") {
+      cli.json = true;
+    } else if (global && arg.rfind("-", 0) == 0) {
+      return Usage("unknown option " + arg);
+    } else if (global) {
+      cli.command = arg == "get" ? "info" : arg == "list" ? "ls" : arg;
+      if (!kCommandHelp.count(cli.command)) return Usage("unknown command " + arg);
+    } else if (arg.rfind("--", 0) == 0 && arg.size() > 2) {
+      const size_t eq = arg.find('=');
+      cli.flags[arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2)] =
+          eq == std::string::npos ? "" : arg.substr(eq + 1);
     } else {
-      args.push_back(arg);
+      cli.args.push_back(arg);
     }
   }
-  if (args.empty()) return Usage("no command given");
-  auto connected = wal::Client::Connect(options);
+  if (cli.command.empty()) return Usage("no command given");
+  auto connected = wal::Client::Connect(cli.options);
   if (!connected.ok()) return Report(connected.status());
   wal::Client& client = **connected;
-  const std::string& command = args[0];
 
-  if (command == "ls") {
-    auto all = client.ListNamespaces();
-    if (!all.ok()) return Report(all.status());
-    std::cout << absl::StrFormat("%-20s %-24s %9s %20s %20s\n", "NAMESPACE", "TOPIC", "PARTITION",
-                                 "FIRST_ENTRY_ID", "NEXT_ENTRY_ID");
-    for (const auto& ns : *all) {
-      std::cout << absl::StrFormat("%-20d %-24s %9d %20d %20d\n", ns.namespace_id(), ns.topic(),
-                                   ns.partition(), ns.first_entry_id(), ns.next_entry_id());
-    }
-    return 0;
+  if (cli.command == "ls") {
+    if (!cli.args.empty()) return Usage("ls takes no arguments");
+    return List(cli, client);
   }
-
   uint64_t ns = 0;
-  if (args.size() < 2 || !ParseId(args[1], &ns)) {
-    return Usage(absl::StrCat(command, " needs a numeric NAMESPACE"));
+  if (cli.args.empty() || !absl::SimpleAtoi(cli.args[0], &ns)) {
+    return Usage(cli.command + " needs a numeric NAMESPACE");
   }
-  if (command == "create") {
+  const auto allowed = [&](std::initializer_list<const char*> names) {
+    for (const auto& [name, value] : cli.flags) {
+      bool ok = false;
+      for (const char* n : names) ok = ok || name == n;
+      if (!ok) return false;
+    }
+    return true;
+  };
+  if (cli.command == "append") {
+    if (!allowed({"file", "batch"})) return Usage("append: unknown option");
+    return Append(cli, client, ns);
+  }
+  if (cli.command == "read") {
+    if (cli.args.size() != 1) return Usage("read takes one NAMESPACE");
+    return Read(cli, client, ns);
+  }
+  if (!cli.flags.empty()) return Usage(cli.command + " takes no options");
+  if (cli.command == "create") {
+    if (cli.args.size() != 1) return Usage("create takes one NAMESPACE");
     auto result = client.CreateNamespace(ns);
     if (!result.ok()) return Report(result.status());
-    std::cout << (result->created ? "created\n" : "already existed\n");
-    PrintNamespace(result->ns);
-    return 0;
-  }
-  if (command == "append") {
-    std::vector<std::string> entries(args.begin() + 2, args.end());
-    if (entries.empty()) {
-      for (std::string line; std::getline(std::cin, line);) entries.push_back(line);
+    if (cli.json) {
+      wal::v1::CreateNamespaceResponse response;
+      *response.mutable_namespace_() = result->ns;
+      response.set_created(result->created);
+      std::cout << ToJson(response) << "\n";
+      return 0;
     }
-    if (entries.empty()) return Usage("append: nothing to append");
-    auto ids = client.Append(ns, entries);
-    if (!ids.ok()) return Report(ids.status());
-    for (uint64_t id : *ids) std::cout << id << "\n";
+    PrintNamespace(cli, result->ns, result->created ? "created" : "already existed");
     return 0;
   }
-  if (command == "read") {
-    wal::ReadOptions read;
-    read.namespace_id = ns;
-    for (size_t i = 2; i < args.size(); ++i) {
-      const std::string& a = args[i];
-      if (a.rfind("--start=", 0) == 0 && ParseId(a.substr(8), &read.start_entry_id)) continue;
-      if (a.rfind("--limit=", 0) == 0 && ParseId(a.substr(8), &read.limit)) continue;
-      if (a == "--follow") {
-        read.follow = true;
-        continue;
-      }
-      return Usage(absl::StrCat("read: unknown option ", a));
-    }
-    absl::Status status = client.Read(read, [](wal::v1::Entry& e) {
-      std::cout << e.entry_id() << "\t" << e.data() << "\n";
-      if (!std::cout) return false;  // our reader went away (a closed pipe)
-      std::cout.flush();
-      return true;
-    });
-    if (!status.ok()) return Report(status);
-    return 0;
-  }
-  if (command == "truncate") {
+  if (cli.command == "truncate") {
     uint64_t entry_id = 0;
-    if (args.size() != 3 || !ParseId(args[2], &entry_id)) {
+    if (cli.args.size() != 2 || !absl::SimpleAtoi(cli.args[1], &entry_id)) {
       return Usage("truncate needs NAMESPACE ENTRY_ID");
     }
     auto result = client.Truncate(ns, entry_id);
     if (!result.ok()) return Report(result.status());
-    PrintNamespace(*result);
+    PrintNamespace(cli, *result);
     return 0;
   }
-  if (command == "info") {
+  if (cli.args.size() != 1) return Usage(cli.command + " takes one NAMESPACE");
+  if (cli.command == "info") {
     auto result = client.GetNamespace(ns);
     if (!result.ok()) return Report(result.status());
-    PrintNamespace(*result);
+    PrintNamespace(cli, *result);
     return 0;
   }
-  if (command == "delete") {
-    absl::Status status = client.DeleteNamespace(ns);
-    if (!status.ok()) return Report(status);
+  // delete
+  absl::Status status = client.DeleteNamespace(ns);
+  if (!status.ok()) return Report(status);
+  if (cli.json) {
+    std::cout << "{\"deleted\":\"" << ns << "\"}\n";
+  } else {
     std::cout << "deleted\n";
-    return 0;
   }
-  return Usage(absl::StrCat("unknown command ", command));
+  return 0;
 }

@@ -23,8 +23,12 @@ int MillisUntil(steady_clock::time_point t, int cap) {
 }  // namespace
 
 EntryReader::EntryReader(KafkaProperties properties, ReaderOptions options, MetaStore* meta,
-                         std::string name)
-    : properties_(std::move(properties)), options_(options), meta_(meta), name_(std::move(name)) {}
+                         Metrics* metrics, std::string name)
+    : properties_(std::move(properties)),
+      options_(options),
+      meta_(meta),
+      metrics_(metrics),
+      name_(std::move(name)) {}
 
 EntryReader::~EntryReader() {
   std::unique_lock<std::mutex> lock(mu_);
@@ -42,7 +46,9 @@ absl::Status EntryReader::Start(ReadParams params, std::shared_ptr<ReadSink> sin
     ++running_;
   }
   std::thread([this, params, sink = std::move(sink)] {
+    ++metrics_->reads_in_progress;
     absl::Status status = Run(params, *sink);
+    --metrics_->reads_in_progress;
     sink->Finish(std::move(status));
     std::lock_guard<std::mutex> lock(mu_);
     if (--running_ == 0) idle_cv_.notify_all();
@@ -147,6 +153,8 @@ absl::Status EntryReader::Run(const ReadParams& params, ReadSink& sink) {
       out->set_namespace_id(params.namespace_id);
       out->set_entry_id(e.entry_id);
       batch_bytes += e.data.size();
+      metrics_->read_bytes += e.data.size();
+      ++metrics_->read_entries;
       *out->mutable_data() = std::move(e.data);
       ++sent;
       if (params.limit != 0 && sent >= params.limit) {

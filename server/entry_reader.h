@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "server/kafka.h"
 #include "server/meta_store.h"
+#include "server/metrics.h"
 #include "wal/v1/wal.pb.h"
 
 namespace wal {
@@ -47,7 +48,8 @@ struct ReaderOptions {
 
 class EntryReader {
  public:
-  EntryReader(KafkaProperties properties, ReaderOptions options, MetaStore* meta, std::string name);
+  EntryReader(KafkaProperties properties, ReaderOptions options, MetaStore* meta, Metrics* metrics,
+              std::string name);
   ~EntryReader();  // waits for running reads, which the server has cancelled by then
 
   // Starts a read on its own thread; RESOURCE_EXHAUSTED when too many reads are running.
@@ -63,6 +65,7 @@ class EntryReader {
   const KafkaProperties properties_;
   const ReaderOptions options_;
   MetaStore* const meta_;
+  Metrics* const metrics_;
   const std::string name_;
   std::atomic<uint64_t> records_skipped_{0};
   std::atomic<uint64_t> consumers_made_{0};

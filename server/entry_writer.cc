@@ -122,6 +122,12 @@ EntryWriter::~EntryWriter() {
   timer_thread_.join();
 }
 
+std::vector<const Producer*> EntryWriter::producers() const {
+  std::vector<const Producer*> out;
+  for (const auto& p : producers_) out.push_back(p->producer.get());
+  return out;
+}
+
 EntryWriter::ProducerSlot& EntryWriter::OwnerOf(const Slot& slot) {
   const size_t h = std::hash<std::string>()(slot.topic) * 31 + static_cast<size_t>(slot.partition);
   return *producers_[h % producers_.size()];

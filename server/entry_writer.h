@@ -51,6 +51,9 @@ class EntryWriter {
   void Append(std::vector<AppendItem> items, std::chrono::steady_clock::time_point deadline,
               Callback done);
 
+  // The producers of the pool, for metrics.
+  std::vector<const Producer*> producers() const;
+
  private:
   class Call;
   friend class Call;

@@ -183,22 +183,24 @@ absl::StatusOr<KafkaHandle> NewKafkaClient(rd_kafka_type_t type, const KafkaProp
 
 absl::StatusOr<std::unique_ptr<Producer>> Producer::Create(const KafkaProperties& properties,
                                                            std::string name) {
+  std::unique_ptr<Producer> producer(new Producer(name));
   KafkaProperties props = properties;
   props["client.id"] = name;
   props["enable.idempotence"] = "true";
   props["acks"] = "all";
-  auto rk = NewKafkaClient(RD_KAFKA_PRODUCER, props, [](rd_kafka_conf_t* conf) {
+  auto rk = NewKafkaClient(RD_KAFKA_PRODUCER, props, [&](rd_kafka_conf_t* conf) {
     rd_kafka_conf_set_dr_msg_cb(conf, &Producer::OnDeliveryReport);
     rd_kafka_conf_set_error_cb(conf, &Producer::OnError);
+    rd_kafka_conf_set_stats_cb(conf, &Producer::OnStats);
+    rd_kafka_conf_set_opaque(conf, producer.get());
   });
   if (!rk.ok()) return rk.status();
-  return std::unique_ptr<Producer>(new Producer(std::move(*rk), std::move(name)));
-}
-
-Producer::Producer(KafkaHandle rk, std::string name) : rk_(std::move(rk)), name_(std::move(name)) {
-  poll_thread_ = std::thread([this] {
-    while (!stop_.load()) rd_kafka_poll(rk_.get(), 100);
+  producer->rk_ = std::move(*rk);
+  // Delivery reports, errors and statistics all arrive on this one thread.
+  producer->poll_thread_ = std::thread([p = producer.get()] {
+    while (!p->stop_.load()) rd_kafka_poll(p->rk_.get(), 100);
   });
+  return producer;
 }
 
 Producer::~Producer() {
@@ -224,6 +226,18 @@ absl::Status Producer::Produce(const std::string& topic, int32_t partition, std:
 
 void Producer::OnDeliveryReport(rd_kafka_t*, const rd_kafka_message_t* msg, void*) {
   static_cast<DeliveryHandler*>(msg->_private)->OnDelivery(msg->err, msg->offset);
+}
+
+int Producer::OnStats(rd_kafka_t*, char* json, size_t len, void* opaque) {
+  auto* self = static_cast<Producer*>(opaque);
+  std::lock_guard<std::mutex> lock(self->stats_mu_);
+  self->stats_json_.assign(json, len);
+  return 0;  // librdkafka frees `json`
+}
+
+std::string Producer::stats_json() const {
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  return stats_json_;
 }
 
 void Producer::OnError(rd_kafka_t* rk, int err, const char* reason, void*) {

@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -56,16 +57,23 @@ class Producer {
 
   rd_kafka_t* handle() const { return rk_.get(); }
   const std::string& name() const { return name_; }
+  // Records and requests waiting in librdkafka's queues.
+  int queue_length() const { return rd_kafka_outq_len(rk_.get()); }
+  // The latest librdkafka statistics (JSON), if statistics.interval.ms is set; empty before.
+  std::string stats_json() const;
 
  private:
-  Producer(KafkaHandle rk, std::string name);
+  explicit Producer(std::string name) : name_(std::move(name)) {}
   static void OnDeliveryReport(rd_kafka_t* rk, const rd_kafka_message_t* msg, void* opaque);
   static void OnError(rd_kafka_t* rk, int err, const char* reason, void* opaque);
+  static int OnStats(rd_kafka_t* rk, char* json, size_t len, void* opaque);
 
   KafkaHandle rk_;
   std::string name_;
   std::atomic<bool> stop_{false};
   std::thread poll_thread_;
+  mutable std::mutex stats_mu_;
+  std::string stats_json_;
 };
 
 struct MessageDeleter {

@@ -12,10 +12,13 @@
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
+#include "server/config.h"
+#include "server/logging.h"
 #include "server/wal_server.h"
 #include "spdlog/spdlog.h"
 
-ABSL_FLAG(std::string, listen, "127.0.0.1:50051", "gRPC listen address, HOST:PORT");
+ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
+          "gRPC listen addresses, comma-separated: HOST:PORT or unix:///path/to/socket");
 ABSL_FLAG(std::string, brokers, "",
           "Kafka bootstrap servers, HOST:PORT[,...]. Empty: an in-process mock cluster that keeps "
           "data in memory only, for trying the service");
@@ -39,13 +42,20 @@ ABSL_FLAG(int, max_concurrent_reads, 64, "Read streams beyond this get RESOURCE_
 ABSL_FLAG(int, startup_timeout_ms, 60000, "How long start-up waits for Kafka");
 ABSL_FLAG(std::string, kafka_properties, "",
           "Extra librdkafka properties for every client, KEY=VALUE[,KEY=VALUE...] (security "
-          "settings, for example)");
+          "settings, for example); also settable one by one as --kafka.KEY=VALUE");
 ABSL_FLAG(std::string, name, "", "Name of this server in Kafka client ids; default HOST-PID");
 ABSL_FLAG(std::string, ready_file, "",
           "Once serving, write the listen address (with the real port) to this file");
 ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn or error");
+ABSL_FLAG(std::string, log_format, "text", "text, or json for one JSON object per line");
+ABSL_FLAG(std::string, http_listen, "127.0.0.1:9464",
+          "HOST:PORT of the HTTP port with Prometheus /metrics and /healthz; empty: off");
+ABSL_FLAG(std::string, config, "",
+          "Config file of 'name = value' lines (any option here, and kafka.<property> for "
+          "librdkafka). Precedence: command line, then WALSERVER_<NAME> environment variables, "
+          "then this file, then the defaults");
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv, char** envp) {
   // --help lists the flags of this file (absl looks for a file named after the binary).
   absl::FlagsUsageConfig usage_config;
   usage_config.contains_help_flags = [](absl::string_view path) {
@@ -54,18 +64,33 @@ int main(int argc, char** argv) {
   absl::SetFlagsUsageConfig(usage_config);
   absl::SetProgramUsageMessage(
       "A write-ahead-log service on Kafka.\n"
-      "Usage: walserver --listen=HOST:PORT --brokers=HOST:PORT[,...] [options]");
-  absl::ParseCommandLine(argc, argv);
+      "Usage: walserver --listen=HOST:PORT --brokers=HOST:PORT[,...] [options]\n"
+      "Every option can also be set in a --config file or as WALSERVER_<OPTION> in the "
+      "environment; --kafka.<property>=VALUE passes a property to librdkafka.");
+
+  // ---- Options: exit code 2 for anything a person must fix ----
+  auto settings = wal::LoadSettings(argc, argv, envp);
+  if (!settings.ok()) {
+    std::fprintf(stderr, "walserver: %s\n", std::string(settings.status().message()).c_str());
+    return 2;
+  }
+  if (settings->help) absl::ParseCommandLine(argc, argv);  // prints usage and exits
+  if (absl::Status s =
+          wal::ConfigureLogging(absl::GetFlag(FLAGS_log_format), absl::GetFlag(FLAGS_log_level));
+      !s.ok()) {
+    std::fprintf(stderr, "walserver: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
   // sigwait() below takes the signals; block them before any thread starts.
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  spdlog::set_level(spdlog::level::from_str(absl::GetFlag(FLAGS_log_level)));
 
   wal::ServerOptions options;
   options.listen = absl::GetFlag(FLAGS_listen);
+  options.http_listen = absl::GetFlag(FLAGS_http_listen);
   options.brokers = absl::GetFlag(FLAGS_brokers);
   options.topic_prefix = absl::GetFlag(FLAGS_topic_prefix);
   options.topic_count = absl::GetFlag(FLAGS_topic_count);
@@ -84,23 +109,29 @@ int main(int argc, char** argv) {
        absl::StrSplit(absl::GetFlag(FLAGS_kafka_properties), ',', absl::SkipWhitespace())) {
     std::pair<std::string, std::string> p = absl::StrSplit(kv, absl::MaxSplits('=', 1));
     if (p.first.empty() || p.second.empty()) {
-      spdlog::critical("--kafka_properties: '{}' is not KEY=VALUE", std::string(kv));
+      std::fprintf(stderr, "walserver: --kafka_properties: '%s' is not KEY=VALUE\n",
+                   std::string(kv).c_str());
       return 2;
     }
     options.kafka_properties[p.first] = p.second;
   }
+  for (const auto& [key, value] : settings->kafka_properties) options.kafka_properties[key] = value;
 
+  // ---- Serve ----
   auto server = wal::WalServer::Start(options);
   if (!server.ok()) {
     spdlog::critical("walserver could not start: {}", server.status().ToString());
     return absl::IsInvalidArgument(server.status()) ? 2 : 1;
   }
   if (const std::string ready = absl::GetFlag(FLAGS_ready_file); !ready.empty()) {
-    // Written whole, then renamed: a watcher never sees half an address.
-    std::ofstream(ready + ".tmp") << (*server)->address() << "\n";
+    // Written whole, then renamed: a watcher never sees half of it. Line 1: the gRPC address;
+    // line 2: the HTTP address (empty when off).
+    std::ofstream(ready + ".tmp") << (*server)->address() << "\n"
+                                  << (*server)->http_address() << "\n";
     std::rename((ready + ".tmp").c_str(), ready.c_str());
   }
 
+  // ---- Wait for a signal, then shut down in reverse ----
   int signal_number = 0;
   sigwait(&signals, &signal_number);
   spdlog::info("signal {}: shutting down", signal_number);

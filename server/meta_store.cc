@@ -239,6 +239,20 @@ std::vector<NamespaceState> MetaStore::List(uint64_t after, size_t limit) const 
   return table_.List(after, limit);
 }
 
+std::vector<std::pair<Slot, size_t>> MetaStore::LoadPerSlot() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<std::pair<Slot, size_t>> out;
+  const std::vector<size_t> load = table_.LoadPerSlot();
+  for (size_t i = 0; i < load.size(); ++i) out.emplace_back(table_.slots()[i], load[i]);
+  return out;
+}
+
+absl::Status MetaStore::Health() const {
+  absl::MutexLock lock(&mu_);
+  if (tail_error_.empty()) return absl::OkStatus();
+  return absl::UnavailableError(absl::StrCat("metadata topic ", options_.topic, ": ", tail_error_));
+}
+
 uint64_t MetaStore::records_skipped() const {
   absl::MutexLock lock(&mu_);
   return skipped_;

@@ -50,6 +50,10 @@ class MetaStore {
   absl::Status Delete(uint64_t namespace_id, Clock::time_point deadline);
 
   std::optional<NamespaceState> Get(uint64_t namespace_id) const;
+  // Live namespaces per slot, in allocation order.
+  std::vector<std::pair<Slot, size_t>> LoadPerSlot() const;
+  // OK while the metadata topic is tailed without error; else why not.
+  absl::Status Health() const;
   std::vector<NamespaceState> List(uint64_t after, size_t limit) const;
   uint64_t records_skipped() const;
 

@@ -65,6 +65,7 @@ class NamespaceTable {
   // these need their assignment restated.
   std::vector<NamespaceState> NeedingRestate() const;
   size_t live_count() const { return live_; }
+  const std::vector<Slot>& slots() const { return slots_; }
 
  private:
   struct Row {

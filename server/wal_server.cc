@@ -2,7 +2,14 @@
 
 #include <unistd.h>
 
+#include <filesystem>
+#include <map>
+
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/server_builder.h"
@@ -64,10 +71,14 @@ absl::StatusOr<std::unique_ptr<WalServer>> WalServer::Start(ServerOptions o) {
       o.max_entry_bytes != 0 ? o.max_entry_bytes : (self->mock_ ? 4 * kMiB : 64 * kMiB);
   // A Kafka batch must hold one whole record with room to spare.
   const std::string kafka_batch_bytes = std::to_string(o.max_record_bytes + 64 * 1024);
-  KafkaProperties kafka{{"bootstrap.servers", brokers},
-                        {"reconnect.backoff.max.ms", "1000"},
-                        {"message.max.bytes", kafka_batch_bytes}};
-  for (const auto& [key, value] : o.kafka_properties) kafka[key] = value;
+  // Our settings per client, then the operator's on top: they win.
+  auto with_user_properties = [&o](KafkaProperties properties) {
+    for (const auto& [key, value] : o.kafka_properties) properties[key] = value;
+    return properties;
+  };
+  const KafkaProperties kafka = with_user_properties({{"bootstrap.servers", brokers},
+                                                      {"reconnect.backoff.max.ms", "1000"},
+                                                      {"message.max.bytes", kafka_batch_bytes}});
 
   // ---- Topics ----
   std::vector<Slot> slots;
@@ -123,6 +134,9 @@ absl::StatusOr<std::unique_ptr<WalServer>> WalServer::Start(ServerOptions o) {
   writer_kafka["linger.ms"] = "1";
   // Bounds how long records wait for an unreachable Kafka; the call fails at append_timeout.
   writer_kafka["message.timeout.ms"] = std::to_string(o.append_timeout.count());
+  // Feeds the broker and traffic metrics.
+  writer_kafka["statistics.interval.ms"] = "5000";
+  writer_kafka = with_user_properties(writer_kafka);
   auto writer = EntryWriter::Create(writer_kafka, writer_options, o.name);
   if (!writer.ok()) return writer.status();
   self->writer_ = std::move(*writer);
@@ -133,8 +147,9 @@ absl::StatusOr<std::unique_ptr<WalServer>> WalServer::Start(ServerOptions o) {
   KafkaProperties reader_kafka = kafka;
   reader_kafka.erase("message.max.bytes");
   reader_kafka["fetch.message.max.bytes"] = kafka_batch_bytes;
-  self->reader_ =
-      std::make_unique<EntryReader>(reader_kafka, reader_options, self->meta_.get(), o.name);
+  reader_kafka = with_user_properties(reader_kafka);
+  self->reader_ = std::make_unique<EntryReader>(reader_kafka, reader_options, self->meta_.get(),
+                                                &self->metrics_, o.name);
 
   // ---- gRPC ----
   ServiceOptions service_options;
@@ -142,32 +157,96 @@ absl::StatusOr<std::unique_ptr<WalServer>> WalServer::Start(ServerOptions o) {
   service_options.admin_timeout = o.admin_timeout;
   self->service_ =
       std::make_unique<WalServiceImpl>(service_options, self->meta_.get(), self->writer_.get(),
-                                       self->reader_.get(), self->admin_.get());
+                                       self->reader_.get(), self->admin_.get(), &self->metrics_);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  int port = 0;
-  builder.AddListeningPort(o.listen, grpc::InsecureServerCredentials(), &port);
+  const std::vector<std::string> listens = absl::StrSplit(o.listen, ',', absl::SkipWhitespace());
+  if (listens.empty()) return absl::InvalidArgumentError("no listen address given");
+  std::vector<int> ports(listens.size(), 0);
+  for (size_t i = 0; i < listens.size(); ++i) {
+    if (absl::StartsWith(listens[i], "unix:")) {
+      // A socket file left by an earlier run would make the bind fail.
+      std::string path(absl::StripPrefix(absl::StripPrefix(listens[i], "unix:"), "//"));
+      std::error_code ignored;
+      if (std::filesystem::is_socket(path, ignored)) std::filesystem::remove(path, ignored);
+    }
+    builder.AddListeningPort(listens[i], grpc::InsecureServerCredentials(), &ports[i]);
+  }
   builder.RegisterService(self->service_.get());
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(std::make_unique<MetricsInterceptorFactory>(&self->metrics_));
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   // A request may carry one largest entry plus its envelope; a reply batch likewise.
   const int message_limit =
       static_cast<int>(std::min<uint64_t>(self->max_entry_bytes_ + 4 * kMiB, INT32_MAX));
   builder.SetMaxReceiveMessageSize(message_limit);
   builder.SetMaxSendMessageSize(message_limit);
   self->server_ = builder.BuildAndStart();
-  if (!self->server_ || port == 0) {
-    return absl::UnavailableError(absl::StrCat("cannot listen on ", o.listen));
+  for (size_t i = 0; i < listens.size(); ++i) {
+    if (!self->server_ || ports[i] == 0) {
+      return absl::UnavailableError(absl::StrCat("cannot listen on ", listens[i]));
+    }
+    self->addresses_.push_back(
+        absl::StartsWith(listens[i], "unix:")
+            ? listens[i]
+            : absl::StrCat(listens[i].substr(0, listens[i].rfind(':')), ":", ports[i]));
   }
-  self->address_ = absl::StrCat(o.listen.substr(0, o.listen.rfind(':')), ":", port);
-  spdlog::info("walserver {} listening on {} (Kafka {}, slots {}x{}, max entry {} bytes)", o.name,
-               self->address_, self->mock_ ? "in-process mock" : brokers, o.topic_count,
-               o.partitions_per_topic, self->max_entry_bytes_);
+  if (!o.http_listen.empty()) {
+    auto http = HttpEndpoint::Start(o.http_listen, &self->metrics_,
+                                    [meta = self->meta_.get()] { return meta->Health(); });
+    if (!http.ok()) return http.status();
+    self->http_ = std::move(*http);
+  }
+  self->AddCollectors();
+  spdlog::info("walserver {} listening on {}{} (Kafka {}, slots {}x{}, max entry {} bytes)", o.name,
+               absl::StrJoin(self->addresses_, ", "),
+               self->http_ ? absl::StrCat(", metrics on http://", self->http_->address()) : "",
+               self->mock_ ? "in-process mock" : brokers, o.topic_count, o.partitions_per_topic,
+               self->max_entry_bytes_);
   return self;
+}
+
+void WalServer::AddCollectors() {
+  metrics_.AddCollector([meta = meta_.get(), reader = reader_.get()](MetricWriter& w) {
+    w.Sample("walserver_meta_healthy", {}, meta->Health().ok() ? 1 : 0);
+    w.Sample("walserver_records_skipped_total", {{"topic", "data"}},
+             static_cast<double>(reader->records_skipped()));
+    w.Sample("walserver_records_skipped_total", {{"topic", "meta"}},
+             static_cast<double>(meta->records_skipped()));
+    size_t live = 0;
+    for (const auto& [slot, count] : meta->LoadPerSlot()) {
+      live += count;
+      w.Sample("walserver_slot_namespaces",
+               {{"topic", slot.topic}, {"partition", std::to_string(slot.partition)}},
+               static_cast<double>(count));
+    }
+    w.Sample("walserver_namespaces", {}, static_cast<double>(live));
+    // Prune offset of a slot: the lowest first_entry_id of its live namespaces.
+    std::map<std::pair<std::string, int32_t>, int64_t> prune;
+    for (const NamespaceState& ns : meta->List(0, SIZE_MAX)) {
+      auto [it, fresh] = prune.try_emplace({ns.slot.topic, ns.slot.partition}, ns.first_entry_id());
+      if (!fresh) it->second = std::min(it->second, ns.first_entry_id());
+    }
+    for (const auto& [slot, offset] : prune) {
+      w.Sample("walserver_slot_prune_offset",
+               {{"topic", slot.first}, {"partition", std::to_string(slot.second)}},
+               static_cast<double>(offset));
+    }
+  });
+  metrics_.AddCollector([writer = writer_.get()](MetricWriter& w) {
+    for (const Producer* p : writer->producers()) {
+      w.Sample("walserver_kafka_producer_queue_messages", {{"producer", p->name()}},
+               p->queue_length());
+      WriteKafkaStats(p->name(), p->stats_json(), w);
+    }
+  });
 }
 
 WalServer::~WalServer() { Shutdown(); }
 
 void WalServer::Shutdown(std::chrono::milliseconds grace) {
+  http_.reset();
   if (server_) {
     server_->Shutdown(std::chrono::system_clock::now() + grace);
     server_.reset();

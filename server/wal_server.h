@@ -12,14 +12,19 @@
 #include "grpcpp/server.h"
 #include "server/entry_reader.h"
 #include "server/entry_writer.h"
+#include "server/http_endpoint.h"
 #include "server/kafka.h"
 #include "server/meta_store.h"
+#include "server/metrics.h"
 #include "server/wal_service.h"
 
 namespace wal {
 
 struct ServerOptions {
+  // gRPC addresses, comma-separated: HOST:PORT (port 0 picks one) or unix:///path.
   std::string listen = "127.0.0.1:50051";
+  // Prometheus /metrics and /healthz, HOST:PORT; empty: off.
+  std::string http_listen;
   std::string brokers;  // empty: the in-process mock cluster
   std::string topic_prefix = "wal";
   int topic_count = 4;
@@ -47,8 +52,12 @@ class WalServer {
   // Stops accepting calls, cancels the rest after a grace period, and closes Kafka clients.
   void Shutdown(std::chrono::milliseconds grace = std::chrono::seconds(5));
 
-  // HOST:PORT actually listened on (the port resolved when 0 was asked for).
-  const std::string& address() const { return address_; }
+  // The first gRPC address listened on (with the port resolved when 0 was asked for).
+  const std::string& address() const { return addresses_.front(); }
+  const std::vector<std::string>& addresses() const { return addresses_; }
+  // HOST:PORT of /metrics and /healthz; empty when off.
+  std::string http_address() const { return http_ ? http_->address() : ""; }
+  const Metrics& metrics() const { return metrics_; }
   bool embedded() const { return mock_ != nullptr; }
   uint64_t max_entry_bytes() const { return max_entry_bytes_; }
   MockCluster* mock_cluster() const { return mock_.get(); }
@@ -57,8 +66,11 @@ class WalServer {
  private:
   WalServer() = default;
 
-  std::string address_;
+  void AddCollectors();
+
+  std::vector<std::string> addresses_;
   uint64_t max_entry_bytes_ = 0;
+  Metrics metrics_;
   std::unique_ptr<MockCluster> mock_;
   KafkaHandle admin_;
   std::unique_ptr<MetaStore> meta_;
@@ -66,6 +78,7 @@ class WalServer {
   std::unique_ptr<EntryReader> reader_;
   std::unique_ptr<WalServiceImpl> service_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<HttpEndpoint> http_;
 };
 
 }  // namespace wal

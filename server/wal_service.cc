@@ -127,12 +127,13 @@ Clock::time_point SteadyDeadline(const grpc::CallbackServerContext& ctx) {
 }
 
 WalServiceImpl::WalServiceImpl(ServiceOptions options, MetaStore* meta, EntryWriter* writer,
-                               EntryReader* reader, rd_kafka_t* kafka)
+                               EntryReader* reader, rd_kafka_t* kafka, Metrics* metrics)
     : options_(options),
       meta_(meta),
       writer_(writer),
       reader_(reader),
       kafka_(kafka),
+      metrics_(metrics),
       admin_pool_(options.admin_threads) {}
 
 Clock::time_point WalServiceImpl::AdminDeadline(grpc::CallbackServerContext* ctx) const {
@@ -231,12 +232,18 @@ grpc::ServerUnaryReactor* WalServiceImpl::Append(grpc::CallbackServerContext* ct
     items.push_back(AppendItem{it->second, entry.namespace_id(), entry.data()});
   }
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  uint64_t bytes = 0;
+  for (const AppendItem& item : items) bytes += item.data.size();
+  ++metrics_->appends_in_flight;
   writer_->Append(std::move(items), SteadyDeadline(*ctx),
-                  [reactor, response](absl::StatusOr<std::vector<uint64_t>> ids) {
+                  [this, reactor, response, bytes](absl::StatusOr<std::vector<uint64_t>> ids) {
+                    --metrics_->appends_in_flight;
                     if (!ids.ok()) {
                       reactor->Finish(ToGrpcStatus(ids.status()));
                       return;
                     }
+                    metrics_->append_bytes += bytes;
+                    metrics_->append_entries += ids->size();
                     response->mutable_entry_ids()->Assign(ids->begin(), ids->end());
                     reactor->Finish(grpc::Status::OK);
                   });

@@ -9,6 +9,7 @@
 #include "server/entry_reader.h"
 #include "server/entry_writer.h"
 #include "server/meta_store.h"
+#include "server/metrics.h"
 #include "server/work_queue.h"
 #include "wal/v1/wal.grpc.pb.h"
 
@@ -25,7 +26,7 @@ class WalServiceImpl final : public v1::WalService::CallbackService {
  public:
   // `kafka` is any client handle, used for watermark queries.
   WalServiceImpl(ServiceOptions options, MetaStore* meta, EntryWriter* writer, EntryReader* reader,
-                 rd_kafka_t* kafka);
+                 rd_kafka_t* kafka, Metrics* metrics);
 
   grpc::ServerUnaryReactor* CreateNamespace(grpc::CallbackServerContext* ctx,
                                             const v1::CreateNamespaceRequest* request,
@@ -62,6 +63,7 @@ class WalServiceImpl final : public v1::WalService::CallbackService {
   EntryWriter* const writer_;
   EntryReader* const reader_;
   rd_kafka_t* const kafka_;
+  Metrics* const metrics_;
   WorkQueue admin_pool_;
 };
 

@@ -1,0 +1,235 @@
+#include "server/metrics.h"
+
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
+
+namespace wal {
+namespace {
+
+struct Family {
+  const char* name;
+  const char* type;
+  const char* help;
+};
+
+// Every metric walserver exports.
+constexpr Family kFamilies[] = {
+    {"walserver_rpc_calls_total", "counter", "gRPC calls by method and status code."},
+    {"walserver_rpc_latency_seconds", "histogram",
+     "gRPC call latency from arrival to status, by method and status code."},
+    {"walserver_append_bytes_total", "counter", "Entry bytes acknowledged by Kafka."},
+    {"walserver_append_entries_total", "counter", "Entries acknowledged by Kafka."},
+    {"walserver_read_bytes_total", "counter", "Entry bytes streamed to readers."},
+    {"walserver_read_entries_total", "counter", "Entries streamed to readers."},
+    {"walserver_appends_in_flight", "gauge", "Append calls waiting for Kafka."},
+    {"walserver_reads_in_progress", "gauge", "Read streams running."},
+    {"walserver_records_skipped_total", "counter",
+     "Records that could not be decoded (foreign producers, unknown versions, corruption), by "
+     "topic kind."},
+    {"walserver_namespaces", "gauge", "Live namespaces."},
+    {"walserver_slot_namespaces", "gauge", "Live namespaces per slot."},
+    {"walserver_slot_prune_offset", "gauge",
+     "Per slot, the offset below which no live namespace has a readable entry (records below "
+     "it may be deleted)."},
+    {"walserver_kafka_producer_queue_messages", "gauge",
+     "Messages and requests in a producer's librdkafka queues."},
+    {"walserver_kafka_broker_up", "gauge",
+     "1 if the client's connection to the broker is up, from librdkafka statistics."},
+    {"walserver_kafka_tx_bytes_total", "counter", "Bytes sent to Kafka brokers (librdkafka)."},
+    {"walserver_kafka_rx_bytes_total", "counter",
+     "Bytes received from Kafka brokers (librdkafka)."},
+    {"walserver_kafka_tx_messages_total", "counter", "Messages sent to Kafka (librdkafka)."},
+    {"walserver_meta_healthy", "gauge",
+     "1 while the metadata topic is being tailed without error."},
+};
+
+constexpr double kLatencyBuckets[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                                      0.1,    0.25,  0.5,    1,     2.5,  5,     10};
+constexpr size_t kBucketCount = sizeof(kLatencyBuckets) / sizeof(kLatencyBuckets[0]);
+
+const Family* FindFamily(absl::string_view name) {
+  for (const Family& f : kFamilies) {
+    if (name == f.name) return &f;
+  }
+  return nullptr;
+}
+
+std::string Escape(absl::string_view v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+const char* CodeName(int code) {
+  static const char* kNames[] = {"OK",
+                                 "CANCELLED",
+                                 "UNKNOWN",
+                                 "INVALID_ARGUMENT",
+                                 "DEADLINE_EXCEEDED",
+                                 "NOT_FOUND",
+                                 "ALREADY_EXISTS",
+                                 "PERMISSION_DENIED",
+                                 "RESOURCE_EXHAUSTED",
+                                 "FAILED_PRECONDITION",
+                                 "ABORTED",
+                                 "OUT_OF_RANGE",
+                                 "UNIMPLEMENTED",
+                                 "INTERNAL",
+                                 "UNAVAILABLE",
+                                 "DATA_LOSS",
+                                 "UNAUTHENTICATED"};
+  return code >= 0 && code <= 16 ? kNames[code] : "UNKNOWN";
+}
+
+class MetricsInterceptor : public grpc::experimental::Interceptor {
+ public:
+  MetricsInterceptor(grpc::experimental::ServerRpcInfo* info, Metrics* metrics)
+      : metrics_(metrics), start_(std::chrono::steady_clock::now()) {
+    // "/wal.v1.WalService/Append" -> "Append"
+    const absl::string_view full = info->method();
+    method_ = std::string(full.substr(full.rfind('/') + 1));
+  }
+
+  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+    if (methods->QueryInterceptionHookPoint(
+            grpc::experimental::InterceptionHookPoints::PRE_SEND_STATUS)) {
+      const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start_;
+      metrics_->RecordCall(method_, methods->GetSendStatus().error_code(), elapsed.count());
+    }
+    methods->Proceed();
+  }
+
+ private:
+  Metrics* metrics_;
+  std::string method_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+}  // namespace
+
+void MetricWriter::Header(absl::string_view family) {
+  for (const std::string& s : seen_) {
+    if (s == family) return;
+  }
+  seen_.emplace_back(family);
+  const Family* f = FindFamily(family);
+  absl::StrAppend(out_, "# HELP ", family, " ", f ? f->help : "", "\n# TYPE ", family, " ",
+                  f ? f->type : "untyped", "\n");
+}
+
+void MetricWriter::Sample(absl::string_view family,
+                          const std::vector<std::pair<std::string, std::string>>& labels,
+                          double value, absl::string_view suffix) {
+  Header(family);
+  absl::StrAppend(out_, family, suffix);
+  if (!labels.empty()) {
+    out_->push_back('{');
+    for (size_t i = 0; i < labels.size(); ++i) {
+      absl::StrAppend(out_, i ? "," : "", labels[i].first, "=\"", Escape(labels[i].second), "\"");
+    }
+    out_->push_back('}');
+  }
+  absl::StrAppend(out_, " ", absl::StrFormat("%.17g", value), "\n");
+}
+
+void Metrics::RecordCall(absl::string_view method, int code, double seconds) {
+  std::lock_guard<std::mutex> lock(mu_);
+  CallStats& s = calls_[{std::string(method), code}];
+  if (s.buckets.empty()) s.buckets.assign(kBucketCount, 0);
+  ++s.count;
+  s.sum += seconds;
+  for (size_t i = 0; i < kBucketCount; ++i) {
+    if (seconds <= kLatencyBuckets[i]) {
+      ++s.buckets[i];
+      break;
+    }
+  }
+}
+
+void Metrics::AddCollector(Collector collector) {
+  std::lock_guard<std::mutex> lock(mu_);
+  collectors_.push_back(std::move(collector));
+}
+
+std::string Metrics::Render() const {
+  std::string out;
+  MetricWriter w(&out);
+  std::vector<Collector> collectors;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [key, s] : calls_) {
+      w.Sample("walserver_rpc_calls_total", {{"method", key.first}, {"code", CodeName(key.second)}},
+               static_cast<double>(s.count));
+    }
+    for (const auto& [key, s] : calls_) {
+      uint64_t cumulative = 0;
+      for (size_t i = 0; i < kBucketCount; ++i) {
+        cumulative += s.buckets[i];
+        w.Sample("walserver_rpc_latency_seconds",
+                 {{"method", key.first},
+                  {"code", CodeName(key.second)},
+                  {"le", absl::StrFormat("%g", kLatencyBuckets[i])}},
+                 static_cast<double>(cumulative), "_bucket");
+      }
+      const std::vector<std::pair<std::string, std::string>> labels{{"method", key.first},
+                                                                    {"code", CodeName(key.second)}};
+      auto with_inf = labels;
+      with_inf.push_back({"le", "+Inf"});
+      w.Sample("walserver_rpc_latency_seconds", with_inf, static_cast<double>(s.count), "_bucket");
+      w.Sample("walserver_rpc_latency_seconds", labels, s.sum, "_sum");
+      w.Sample("walserver_rpc_latency_seconds", labels, static_cast<double>(s.count), "_count");
+    }
+    collectors = collectors_;
+  }
+  w.Sample("walserver_append_bytes_total", {}, static_cast<double>(append_bytes.load()));
+  w.Sample("walserver_append_entries_total", {}, static_cast<double>(append_entries.load()));
+  w.Sample("walserver_read_bytes_total", {}, static_cast<double>(read_bytes.load()));
+  w.Sample("walserver_read_entries_total", {}, static_cast<double>(read_entries.load()));
+  w.Sample("walserver_appends_in_flight", {}, static_cast<double>(appends_in_flight.load()));
+  w.Sample("walserver_reads_in_progress", {}, static_cast<double>(reads_in_progress.load()));
+  for (const Collector& c : collectors) c(w);
+  return out;
+}
+
+grpc::experimental::Interceptor* MetricsInterceptorFactory::CreateServerInterceptor(
+    grpc::experimental::ServerRpcInfo* info) {
+  return new MetricsInterceptor(info, metrics_);
+}
+
+void WriteKafkaStats(const std::string& client, const std::string& stats_json, MetricWriter& w) {
+  if (stats_json.empty()) return;
+  google::protobuf::Struct stats;
+  if (!google::protobuf::util::JsonStringToMessage(stats_json, &stats).ok()) return;
+  const auto& fields = stats.fields();
+  auto number = [&](const char* key) {
+    auto it = fields.find(key);
+    return it == fields.end() ? 0.0 : it->second.number_value();
+  };
+  w.Sample("walserver_kafka_tx_bytes_total", {{"client", client}}, number("tx_bytes"));
+  w.Sample("walserver_kafka_rx_bytes_total", {{"client", client}}, number("rx_bytes"));
+  w.Sample("walserver_kafka_tx_messages_total", {{"client", client}}, number("txmsgs"));
+  auto brokers = fields.find("brokers");
+  if (brokers == fields.end()) return;
+  for (const auto& [name, broker] : brokers->second.struct_value().fields()) {
+    const auto& b = broker.struct_value().fields();
+    auto source = b.find("source");
+    // Only the configured and learned brokers; the internal pseudo-broker is not a connection.
+    if (source != b.end() && source->second.string_value() == "internal") continue;
+    auto state = b.find("state");
+    const bool up = state != b.end() && state->second.string_value() == "UP";
+    w.Sample("walserver_kafka_broker_up", {{"client", client}, {"broker", name}}, up ? 1 : 0);
+  }
+}
+
+}  // namespace wal
