@@ -6,9 +6,10 @@ set -euo pipefail
 
 packages=(g++ cmake ninja-build ccache pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  librdkafka-dev libabsl-dev libspdlog-dev zlib1g-dev libgtest-dev libgmock-dev)
+  librdkafka-dev libabsl-dev libspdlog-dev zlib1g-dev libgtest-dev libgmock-dev
+  libcpp-httplib-dev libssl-dev libbrotli-dev)
 if [[ "${1:-}" == "--test" ]]; then
-  packages+=(kcat clang-format default-jre-headless maven python3)
+  packages+=(kcat clang-format default-jre-headless maven python3 python3-yaml curl)
 fi
 
 missing=()
@@ -21,4 +22,14 @@ if ((${#missing[@]})); then
   [[ $(id -u) -eq 0 ]] || sudo=sudo
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# grpcurl is not a Debian package; the Go toolchain builds it from the Go module proxy into
+# ~/go/bin (test.sh puts that on PATH). Needs Go 1.21 or newer.
+if [[ "${1:-}" == "--test" ]] && ! command -v grpcurl >/dev/null && [[ ! -x "$HOME/go/bin/grpcurl" ]]; then
+  # The machine's Go (1.21 or newer); Debian 12's golang-go (1.19) is too old for grpcurl.
+  go=/usr/local/go/bin/go
+  [[ -x "$go" ]] || go=$(command -v go) || { echo "setup: grpcurl needs Go 1.21 or newer" >&2; exit 1; }
+  echo "setup: installing grpcurl with $go" >&2
+  "$go" install github.com/fullstorydev/grpcurl/cmd/grpcurl@v1.9.3
 fi

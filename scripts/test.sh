@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 root=$(pwd)
 
 ./scripts/setup.sh --test
+export PATH="$PATH:$HOME/go/bin"
 
 echo "== format check (clang-format, .clang-format)"
 mapfile -t sources < <(git ls-files '*.cc' '*.h' 2>/dev/null || find server client tests -name '*.cc' -o -name '*.h')

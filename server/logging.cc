@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "spdlog/pattern_formatter.h"
+#include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
 
 namespace wal {
@@ -47,6 +48,8 @@ class JsonMessageFlag : public spdlog::custom_flag_formatter {
 }  // namespace
 
 absl::Status ConfigureLogging(const std::string& format, const std::string& level) {
+  // Logs go to standard error, leaving standard output to the program's own output.
+  spdlog::set_default_logger(spdlog::stderr_color_mt("walserver"));
   const spdlog::level::level_enum parsed = spdlog::level::from_str(level);
   if (parsed == spdlog::level::off && level != "off") {
     return absl::InvalidArgumentError(

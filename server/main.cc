@@ -4,10 +4,11 @@
 
 #include <cstdio>
 #include <fstream>
+#include <iostream>
 #include <string>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
+#include "absl/flags/internal/usage.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
@@ -74,7 +75,13 @@ int main(int argc, char** argv, char** envp) {
     std::fprintf(stderr, "walserver: %s\n", std::string(settings.status().message()).c_str());
     return 2;
   }
-  if (settings->help) absl::ParseCommandLine(argc, argv);  // prints usage and exits
+  if (settings->help) {
+    // Every option of this file, with its default. (absl's own --help handling exits with 1.)
+    absl::flags_internal::FlagsHelp(std::cout, "server/main.",
+                                    absl::flags_internal::HelpFormat::kHumanReadable,
+                                    absl::ProgramUsageMessage());
+    return 0;
+  }
   if (absl::Status s =
           wal::ConfigureLogging(absl::GetFlag(FLAGS_log_format), absl::GetFlag(FLAGS_log_level));
       !s.ok()) {

@@ -158,7 +158,10 @@ absl::StatusOr<std::unique_ptr<WalServer>> WalServer::Start(ServerOptions o) {
   self->service_ =
       std::make_unique<WalServiceImpl>(service_options, self->meta_.get(), self->writer_.get(),
                                        self->reader_.get(), self->admin_.get(), &self->metrics_);
-  grpc::EnableDefaultHealthCheckService(true);
+  // Our own health service reports the namespace table's state, and reflection can describe it.
+  grpc::EnableDefaultHealthCheckService(false);
+  self->health_ =
+      std::make_unique<HealthService>([meta = self->meta_.get()] { return meta->Health(); });
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   const std::vector<std::string> listens = absl::StrSplit(o.listen, ',', absl::SkipWhitespace());
@@ -174,6 +177,7 @@ absl::StatusOr<std::unique_ptr<WalServer>> WalServer::Start(ServerOptions o) {
     builder.AddListeningPort(listens[i], grpc::InsecureServerCredentials(), &ports[i]);
   }
   builder.RegisterService(self->service_.get());
+  builder.RegisterService(self->health_.get());
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
   interceptors.push_back(std::make_unique<MetricsInterceptorFactory>(&self->metrics_));
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
@@ -252,6 +256,7 @@ void WalServer::Shutdown(std::chrono::milliseconds grace) {
     server_.reset();
   }
   service_.reset();
+  health_.reset();
   reader_.reset();
   writer_.reset();
   meta_.reset();

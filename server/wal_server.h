@@ -12,6 +12,7 @@
 #include "grpcpp/server.h"
 #include "server/entry_reader.h"
 #include "server/entry_writer.h"
+#include "server/health_service.h"
 #include "server/http_endpoint.h"
 #include "server/kafka.h"
 #include "server/meta_store.h"
@@ -77,6 +78,7 @@ class WalServer {
   std::unique_ptr<EntryWriter> writer_;
   std::unique_ptr<EntryReader> reader_;
   std::unique_ptr<WalServiceImpl> service_;
+  std::unique_ptr<HealthService> health_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<HttpEndpoint> http_;
 };

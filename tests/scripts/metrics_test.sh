@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# /metrics and /healthz of a walserver on the real Kafka broker: values move with traffic.
+source "$(dirname "$0")/lib.sh"
+require_kafka
+# shellcheck disable=SC2046
+start_walserver metrics $(kafka_args metrics)
+W() { "$WALCTL" --server="$ADDR" "$@"; }
+metric() {  # metric NAME_WITH_LABELS -> value (0 when absent)
+  curl -sf "http://$HTTP/metrics" | awk -v m="$1" '$1 == m { print $2; found=1 } END { if (!found) print 0 }'
+}
+
+[[ $(curl -s -o /dev/null -w '%{http_code}' "http://$HTTP/healthz") == 200 ]] || fail "/healthz"
+page=$(curl -sf "http://$HTTP/metrics")
+expect_contains "$page" "^# TYPE walserver_append_bytes_total counter$" "/metrics"
+expect_contains "$page" "^walserver_meta_healthy 1$" "/metrics"
+
+before_calls=$(metric 'walserver_rpc_calls_total{method="Append",code="OK"}')
+before_bytes=$(metric walserver_append_bytes_total)
+W create 1 >/dev/null
+W append 1 aaaa bbbbbb >/dev/null
+W append 1 cc >/dev/null
+W read 1 >/dev/null
+W info 404 >/dev/null 2>&1 || true
+after_calls=$(metric 'walserver_rpc_calls_total{method="Append",code="OK"}')
+after_bytes=$(metric walserver_append_bytes_total)
+[[ $((after_calls - before_calls)) -eq 2 ]] || fail "Append calls went $before_calls -> $after_calls"
+[[ $((after_bytes - before_bytes)) -eq 12 ]] || fail "appended bytes went $before_bytes -> $after_bytes"
+[[ $(metric walserver_read_entries_total) -eq 3 ]] || fail "read entries"
+[[ $(metric 'walserver_rpc_calls_total{method="GetNamespace",code="NOT_FOUND"}') -eq 1 ]] ||
+  fail "NOT_FOUND calls are counted by code"
+[[ $(metric 'walserver_rpc_latency_seconds_count{method="Append",code="OK"}') -eq 2 ]] ||
+  fail "latency histogram count"
+[[ $(metric walserver_namespaces) -eq 1 ]] || fail "namespaces gauge"
+expect_contains "$(curl -sf "http://$HTTP/metrics")" "^# TYPE walserver_rpc_latency_seconds histogram$"
+expect_contains "$(curl -sf "http://$HTTP/metrics")" '^walserver_slot_namespaces\{topic="metrics_[^"]*",partition="[0-9]"\} 1$'
+# librdkafka statistics arrive every 5 s: the broker connection shows up.
+for _ in $(seq 1 80); do
+  curl -sf "http://$HTTP/metrics" | grep -q '^walserver_kafka_broker_up{.*} 1$' && break
+  sleep 0.25
+done
+curl -sf "http://$HTTP/metrics" | grep -q '^walserver_kafka_broker_up{.*} 1$' ||
+  fail "broker connection state from librdkafka statistics"
+echo "metrics_test: all checks passed"

@@ -1,0 +1,165 @@
+// walclient against an in-process walserver on the mock cluster: retries, the asynchronous
+// append, the read stream, and the unix socket transport.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <filesystem>
+#include <future>
+#include <thread>
+
+#include "client/wal_client.h"
+#include "tests/support/test_util.h"
+
+namespace wal::testing {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using Clock = std::chrono::steady_clock;
+
+int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+std::unique_ptr<WalServer> StartMock(const std::string& listen = "127.0.0.1:0") {
+  ServerOptions options = MockServerOptions();
+  options.listen = listen;
+  options.topic_prefix = UniqueName("client");
+  auto server = WalServer::Start(options);
+  EXPECT_TRUE(server.ok()) << server.status();
+  return server.ok() ? std::move(*server) : nullptr;
+}
+
+TEST(Client, RetriesSafeCallsUntilTheServerIsUp) {
+  const std::string address = "127.0.0.1:" + std::to_string(FreePort());
+  ClientOptions options;
+  options.target = address;
+  options.timeout = seconds(20);
+  options.max_retries = 30;
+  options.retry_backoff = milliseconds(100);
+  auto client = Client::Connect(options);
+  ASSERT_TRUE(client.ok());
+
+  std::unique_ptr<WalServer> server;
+  std::thread starter([&] {
+    std::this_thread::sleep_for(milliseconds(800));
+    server = StartMock(address);
+  });
+  const auto t0 = Clock::now();
+  auto created = (*client)->CreateNamespace(1);
+  starter.join();
+  ASSERT_TRUE(created.ok()) << created.status();
+  EXPECT_GE(Clock::now() - t0, milliseconds(800)) << "it must have waited for the server";
+}
+
+TEST(Client, WithoutRetriesUnavailableComesBackAtOnce) {
+  ClientOptions options;
+  options.target = "127.0.0.1:" + std::to_string(FreePort());
+  options.timeout = seconds(20);
+  options.max_retries = 0;
+  auto client = Client::Connect(options);
+  const auto t0 = Clock::now();
+  EXPECT_EQ((*client)->GetNamespace(1).status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_LT(Clock::now() - t0, seconds(5));
+  // Append is never retried, whatever the options say.
+  EXPECT_EQ((*client)->Append(1, {"x"}).status().code(), absl::StatusCode::kUnavailable);
+}
+
+TEST(Client, AppendAsyncCallsBackWithIds) {
+  auto server = StartMock();
+  auto client = Connect(server->address());
+  ASSERT_TRUE(client->CreateNamespace(3).ok());
+  std::vector<uint64_t> ids;
+  for (int i = 0; i < 5; ++i) {
+    v1::AppendRequest request;
+    auto* e = request.add_entries();
+    e->set_namespace_id(3);
+    e->set_data("async " + std::to_string(i));
+    std::promise<absl::StatusOr<std::vector<uint64_t>>> done;
+    client->AppendAsync(std::move(request), [&](absl::StatusOr<std::vector<uint64_t>> r) {
+      done.set_value(std::move(r));
+    });
+    auto result = done.get_future().get();
+    ASSERT_TRUE(result.ok()) << result.status();
+    ASSERT_EQ(result->size(), 1u);
+    ids.push_back(result->front());
+  }
+  EXPECT_TRUE(std::is_sorted(ids.begin(), ids.end()));
+  // Errors arrive through the callback too.
+  v1::AppendRequest bad;
+  std::promise<absl::Status> failed;
+  client->AppendAsync(
+      bad, [&](absl::StatusOr<std::vector<uint64_t>> r) { failed.set_value(r.status()); });
+  EXPECT_EQ(failed.get_future().get().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(Client, ReadStreamIteratesAndCancels) {
+  auto server = StartMock();
+  auto client = Connect(server->address());
+  ASSERT_TRUE(client->CreateNamespace(4).ok());
+  auto ids = client->Append(4, {"a", "b", "c"});
+  ASSERT_TRUE(ids.ok());
+
+  ReadOptions read;
+  read.namespace_id = 4;
+  auto stream = client->OpenRead(read);
+  v1::Entry entry;
+  std::vector<std::string> got;
+  while (stream->Next(&entry)) got.push_back(entry.data());
+  EXPECT_TRUE(stream->status().ok()) << stream->status();
+  EXPECT_EQ(got, (std::vector<std::string>{"a", "b", "c"}));
+
+  // A follow stream ends when cancelled from another thread.
+  read.follow = true;
+  auto follow = client->OpenRead(read);
+  ASSERT_TRUE(follow->Next(&entry));
+  std::thread canceller([&] {
+    std::this_thread::sleep_for(milliseconds(300));
+    follow->Cancel();
+  });
+  while (follow->Next(&entry)) {
+  }
+  canceller.join();
+  EXPECT_EQ(follow->status().code(), absl::StatusCode::kCancelled);
+
+  // Errors surface from the stream.
+  read.follow = false;
+  read.namespace_id = 999;
+  auto missing = client->OpenRead(read);
+  EXPECT_FALSE(missing->Next(&entry));
+  EXPECT_EQ(missing->status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(Client, UnixSocket) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / (UniqueName("wal") + ".sock")).string();
+  auto server = StartMock("unix://" + path + ",127.0.0.1:0");
+  ASSERT_NE(server, nullptr);
+  ASSERT_EQ(server->addresses().size(), 2u);
+  EXPECT_EQ(server->address(), "unix://" + path);
+  auto over_unix = Connect("unix://" + path);
+  auto over_tcp = Connect(server->addresses()[1]);
+  ASSERT_TRUE(over_unix->CreateNamespace(5).ok());
+  ASSERT_TRUE(over_unix->Append(5, {"via unix"}).ok());
+  auto read = over_tcp->ReadAll(5);
+  ASSERT_TRUE(read.ok()) << read.status();
+  ASSERT_EQ(read->size(), 1u);
+  EXPECT_EQ(read->front().data(), "via unix");
+  server.reset();
+  std::filesystem::remove(path);
+}
+
+}  // namespace
+}  // namespace wal::testing
