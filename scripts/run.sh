@@ -12,7 +12,8 @@ for arg in "$@"; do
 done
 cat <<TRY
 
-walserver is starting on $listen. In another terminal, try:
+walserver is starting on $listen (metrics on http://127.0.0.1:9464/metrics).
+In another terminal, try:
 
   ./build/client/walctl --server=$listen create 1
   ./build/client/walctl --server=$listen append 1 hello world

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/flags/flag.h"
+#include "absl/flags/internal/program_name.h"
 #include "absl/flags/internal/usage.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
@@ -76,6 +77,7 @@ int main(int argc, char** argv, char** envp) {
     return 2;
   }
   if (settings->help) {
+    absl::flags_internal::SetProgramInvocationName("walserver");
     // Every option of this file, with its default. (absl's own --help handling exits with 1.)
     absl::flags_internal::FlagsHelp(std::cout, "server/main.",
                                     absl::flags_internal::HelpFormat::kHumanReadable,
