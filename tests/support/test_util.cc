@@ -61,6 +61,7 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(std::vector<
   const std::string log = p->dir_ + "/walserver.log";
   args.insert(args.begin(), WALSERVER_PATH);
   args.push_back("--listen=127.0.0.1:0");
+  args.push_back("--http_listen=127.0.0.1:0");  // tests run in parallel: no fixed ports
   args.push_back("--ready_file=" + ready);
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
