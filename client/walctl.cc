@@ -154,8 +154,12 @@ void PrintNamespace(const Cli& cli, const wal::v1::Namespace& ns, const char* no
 class Progress {
  public:
   explicit Progress(const char* verb) : verb_(verb), enabled_(isatty(STDERR_FILENO) != 0) {}
+  // Leaves a summary line on the terminal.
   ~Progress() {
-    if (enabled_ && shown_) std::cerr << "\r\033[K" << std::flush;
+    if (enabled_ && entries_ > 0) {
+      Show();
+      std::cerr << "\n";
+    }
   }
   void Add(uint64_t entries, uint64_t bytes) {
     entries_ += entries;
@@ -163,21 +167,24 @@ class Progress {
     const auto now = std::chrono::steady_clock::now();
     if (!enabled_ || now - last_ < std::chrono::milliseconds(200)) return;
     last_ = now;
-    shown_ = true;
-    const double seconds = std::chrono::duration<double>(now - start_).count();
-    std::cerr << absl::StrFormat("\r\033[K%s %d entries, %.1f MiB (%.1f MiB/s)", verb_, entries_,
-                                 bytes_ / 1048576.0, bytes_ / 1048576.0 / std::max(seconds, 1e-3))
-              << std::flush;
+    Show();
   }
 
  private:
   const char* verb_;
   bool enabled_;
-  bool shown_ = false;
   uint64_t entries_ = 0;
   uint64_t bytes_ = 0;
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
   std::chrono::steady_clock::time_point last_ = start_;
+
+  void Show() {
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    std::cerr << absl::StrFormat("\r\033[K%s %d entries, %.1f MiB (%.1f MiB/s)", verb_, entries_,
+                                 bytes_ / 1048576.0, bytes_ / 1048576.0 / std::max(seconds, 1e-3))
+              << std::flush;
+  }
 };
 
 int Append(const Cli& cli, wal::Client& client, uint64_t ns) {

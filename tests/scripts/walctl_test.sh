@@ -44,6 +44,12 @@ import json, sys; ns = json.load(sys.stdin); assert ns["namespaceId"] == "10" an
 expect_contains "$(W ls)" "^NAMESPACE +TOPIC"
 expect_contains "$(W --json ls)" '"namespaceId":"10"'
 
+# On a terminal (script(1) gives one), progress and a summary go to stderr; not in a pipe.
+script -qec "$WALCTL --server=$ADDR read 10 >/dev/null" /dev/null >"$work/tty" </dev/null
+grep -q "read 6 entries" "$work/tty" || fail "no progress on a terminal: $(cat -v "$work/tty")"
+W read 10 2>"$work/piped" >/dev/null
+[[ ! -s "$work/piped" ]] || fail "progress must stay off when stderr is not a terminal"
+
 # The unix socket serves the same namespace.
 expect_contains "$("$WALCTL" --server="unix://$sock" info 10)" "^namespace_id: +10$"
 
