@@ -28,6 +28,9 @@ struct WriterOptions {
   // An append not acknowledged within this time (or shortly before the caller's deadline)
   // completes with UNAVAILABLE; its outcome is then unknown.
   std::chrono::milliseconds append_timeout{30000};
+  // The slot topics: each producer learns their leaders at start-up, so that the first append
+  // to a topic does not wait for a metadata round trip.
+  std::vector<std::string> topics;
 };
 
 struct AppendItem {

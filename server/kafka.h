@@ -50,6 +50,10 @@ class Producer {
                                                           std::string name);
   ~Producer();  // flushes for a bounded time, then purges: every handler still gets its report
 
+  // Looks up `topics` now (and keeps their handles), so that producing to them later does not
+  // wait for metadata. UNAVAILABLE if Kafka does not answer within `timeout_ms`.
+  absl::Status Prepare(const std::vector<std::string>& topics, int timeout_ms);
+
   // Enqueues one record; `value` is not copied and must stay valid until `handler` is called.
   // Never blocks. On error the handler will not be called.
   absl::Status Produce(const std::string& topic, int32_t partition, std::string_view key,
@@ -74,6 +78,8 @@ class Producer {
   std::thread poll_thread_;
   mutable std::mutex stats_mu_;
   std::string stats_json_;
+  // Topic handles by name: set up by Prepare, then read-only.
+  std::map<std::string, rd_kafka_topic_t*> topics_;
 };
 
 struct MessageDeleter {

@@ -54,6 +54,11 @@ absl::StatusOr<std::unique_ptr<MetaStore>> MetaStore::Open(const KafkaProperties
   auto producer = Producer::Create(properties, store->options_.writer + "-meta");
   if (!producer.ok()) return producer.status();
   store->producer_ = std::move(*producer);
+  if (absl::Status s = store->producer_->Prepare({store->options_.topic},
+                                                 RemainingMs(deadline));
+      !s.ok()) {
+    return s;
+  }
   auto consumer = Consumer::Create(properties, store->options_.writer + "-meta-tail");
   if (!consumer.ok()) return consumer.status();
   store->consumer_ = std::move(*consumer);

@@ -130,6 +130,9 @@ absl::StatusOr<std::unique_ptr<WalServer>> WalServer::Start(ServerOptions o) {
   writer_options.producers = o.producers;
   writer_options.max_record_bytes = o.max_record_bytes;
   writer_options.append_timeout = o.append_timeout;
+  for (int t = 0; t < o.topic_count; ++t) {
+    writer_options.topics.push_back(absl::StrCat(o.topic_prefix, "_", t));
+  }
   KafkaProperties writer_kafka = kafka;
   writer_kafka["linger.ms"] = "1";
   // Bounds how long records wait for an unreachable Kafka; the call fails at append_timeout.

@@ -1,0 +1,677 @@
+// walbench: walserver against direct librdkafka on the same broker, in the same run.
+//
+// It starts a walserver process on the given brokers, then for each mode measures the service
+// (through walclient) and the same work done directly with librdkafka (idempotent, acks=all,
+// same linger and batching), alternating service and direct runs and reporting the median of
+// --runs. Figures: entries/s, MB/s, latency percentiles, host CPU seconds per GB, walserver's
+// resident memory, and the service/direct ratio. Output: a table on stdout, rows in --csv.
+//
+// Modes:
+//   throughput  closed loop, batches of --batch entries of --entry_bytes per Append
+//   single      closed loop, one entry per Append, against an empty RPC (health Check)
+//   latency     open loop at fixed rates (fractions of the measured maximum)
+//   replay      read one namespace back; read all namespaces of one slot at once
+//   sweep       10 .. --max_namespaces namespaces: memory and CPU when idle, throughput
+//   startup     restart walserver with all those namespaces in the meta topic
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "client/wal_client.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "grpcpp/create_channel.h"
+#include "server/codec.h"
+#include "server/kafka.h"
+#include "spdlog/spdlog.h"
+
+ABSL_FLAG(std::string, brokers, "", "Kafka bootstrap servers (required)");
+ABSL_FLAG(std::string, walserver, "", "Path of the walserver binary (required)");
+ABSL_FLAG(std::string, modes, "throughput,single,latency,replay,sweep,startup",
+          "Comma-separated modes to run");
+ABSL_FLAG(double, seconds, 5, "Length of each timed run");
+ABSL_FLAG(int, runs, 3, "Alternating service/direct runs per figure; the median is reported");
+ABSL_FLAG(int, threads, 4, "Concurrent callers in closed-loop modes");
+ABSL_FLAG(int, single_threads, 64,
+          "Concurrent callers in single mode: enough to load the server, as many regions would");
+ABSL_FLAG(int, batch, 64, "Entries per Append in throughput mode");
+ABSL_FLAG(int, entry_bytes, 1024, "Bytes per entry");
+ABSL_FLAG(std::string, latency_loads, "0.1,0.25,0.5,0.75,0.9",
+          "Open-loop rates as fractions of the measured single-entry maximum");
+ABSL_FLAG(int, replay_mib, 64, "MiB written into one slot for the replay modes");
+ABSL_FLAG(int, replay_namespaces, 100, "Namespaces in the slot for replay-all");
+ABSL_FLAG(int, max_namespaces, 10000, "Largest namespace count of the sweep");
+ABSL_FLAG(std::string, csv, "", "Write every row here as CSV");
+ABSL_FLAG(bool, smoke, false, "Tiny sizes and one run per figure: proves walbench works");
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::duration;
+
+// ---- Measuring ----
+
+struct HostCpu {  // busy jiffies of the whole host
+  static double Seconds() {
+    std::ifstream in("/proc/stat");
+    std::string cpu;
+    uint64_t user, nice, system, idle, iowait, irq, softirq, steal;
+    in >> cpu >> user >> nice >> system >> idle >> iowait >> irq >> softirq >> steal;
+    return static_cast<double>(user + nice + system + irq + softirq + steal) / sysconf(_SC_CLK_TCK);
+  }
+};
+
+double ProcessCpuSeconds(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t close = text.rfind(')');
+  std::vector<std::string> fields = absl::StrSplit(text.substr(close + 2), ' ');
+  // Fields after the command: state is [0]; utime and stime are fields 14 and 15 of the file.
+  return (std::stod(fields[11]) + std::stod(fields[12])) / sysconf(_SC_CLK_TCK);
+}
+
+double ResidentMiB(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
+  }
+  return 0;
+}
+
+struct Latencies {
+  std::mutex mu;
+  std::vector<double> ms;
+  void Add(double v) {
+    std::lock_guard<std::mutex> lock(mu);
+    ms.push_back(v);
+  }
+  double Percentile(double p) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (ms.empty()) return 0;
+    std::sort(ms.begin(), ms.end());
+    return ms[std::min(ms.size() - 1, static_cast<size_t>(p * ms.size()))];
+  }
+};
+
+struct Row {
+  std::string mode;
+  std::string system;  // service or direct (or a description)
+  std::string parameter;
+  double entries_per_s = 0;
+  double mb_per_s = 0;
+  double p50_ms = 0, p99_ms = 0, p999_ms = 0;
+  double cpu_s_per_gb = 0;
+  double rss_mib = 0;
+  double value = 0;  // a mode-specific figure (seconds, bytes per namespace...)
+};
+
+std::vector<Row> g_rows;
+
+void Emit(const Row& r) {
+  g_rows.push_back(r);
+  std::cout << absl::StrFormat(
+                   "%-11s %-22s %-14s %12.0f %9.2f %9.3f %9.3f %9.3f %10.2f %8.1f %12.3f\n", r.mode,
+                   r.system, r.parameter, r.entries_per_s, r.mb_per_s, r.p50_ms, r.p99_ms,
+                   r.p999_ms, r.cpu_s_per_gb, r.rss_mib, r.value)
+            << std::flush;
+}
+
+Row Median(std::vector<Row> runs) {
+  std::sort(runs.begin(), runs.end(),
+            [](const Row& a, const Row& b) { return a.entries_per_s < b.entries_per_s; });
+  return runs[runs.size() / 2];
+}
+
+// A benchmark whose setup failed measures nothing: stop with the reason.
+void Must(const absl::Status& status, const char* what) {
+  if (!status.ok()) {
+    std::cerr << "walbench: " << what << ": " << status << "\n";
+    std::exit(1);
+  }
+}
+
+// ---- walserver as a child process ----
+
+class Walserver {
+ public:
+  Walserver(std::string prefix, std::vector<std::string> extra = {})
+      : prefix_(std::move(prefix)), extra_(std::move(extra)) {}
+  ~Walserver() { Stop(); }
+
+  // Starts it and returns the seconds until it served.
+  double Start() {
+    const std::string ready = absl::StrCat("/tmp/walbench-", getpid(), "-", prefix_, ".ready");
+    std::filesystem::remove(ready);
+    std::vector<std::string> args = {absl::GetFlag(FLAGS_walserver),
+                                     "--brokers=" + absl::GetFlag(FLAGS_brokers),
+                                     "--topic_prefix=" + prefix_,
+                                     "--listen=127.0.0.1:0",
+                                     "--http_listen=",
+                                     "--replication_factor=1",
+                                     "--min_insync_replicas=1",
+                                     "--log_level=warn",
+                                     "--ready_file=" + ready};
+    args.insert(args.end(), extra_.begin(), extra_.end());
+    const auto t0 = Clock::now();
+    pid_ = fork();
+    if (pid_ == 0) {
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    while (true) {
+      std::ifstream in(ready);
+      if (in && std::getline(in, address_) && !address_.empty()) break;
+      if (waitpid(pid_, nullptr, WNOHANG) == pid_) {
+        std::cerr << "walbench: walserver exited during start-up\n";
+        std::exit(1);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return duration<double>(Clock::now() - t0).count();
+  }
+  void Stop() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGTERM);
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+  pid_t pid() const { return pid_; }
+  const std::string& address() const { return address_; }
+  const std::string& prefix() const { return prefix_; }
+
+ private:
+  std::string prefix_;
+  std::vector<std::string> extra_;
+  pid_t pid_ = -1;
+  std::string address_;
+};
+
+std::unique_ptr<wal::Client> Connect(const std::string& address) {
+  wal::ClientOptions options;
+  options.target = address;
+  options.timeout = std::chrono::seconds(60);
+  return std::move(*wal::Client::Connect(options));
+}
+
+// ---- Direct librdkafka ----
+
+class DirectProducer {
+ public:
+  DirectProducer() {
+    wal::KafkaProperties props{{"bootstrap.servers", absl::GetFlag(FLAGS_brokers)},
+                               {"linger.ms", "1"},
+                               {"message.max.bytes", "1064576"}};
+    producer_ = std::move(*wal::Producer::Create(props, "walbench-direct"));
+  }
+  wal::Producer& get() { return *producer_; }
+
+ private:
+  std::unique_ptr<wal::Producer> producer_;
+};
+
+// Waits for a set of delivery reports, like one Append call waits for its entries.
+class BatchWait : public wal::DeliveryHandler {
+ public:
+  void Expect(int n) {
+    std::lock_guard<std::mutex> lock(mu_);
+    pending_ = n;
+  }
+  void OnDelivery(rd_kafka_resp_err_t err, int64_t) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (err) ++errors_;
+    if (--pending_ == 0) cv_.notify_one();
+  }
+  int Wait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return pending_ == 0; });
+    return errors_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int pending_ = 0;
+  int errors_ = 0;
+};
+
+// ---- Modes ----
+
+std::string Payload(size_t bytes) {
+  std::mt19937_64 rng(bytes);
+  std::string s(bytes, '\0');
+  for (char& c : s) c = static_cast<char>('a' + rng() % 26);
+  return s;
+}
+
+// Runs `work` on `threads` threads for the run length; work returns entries done per call.
+template <typename Work>
+Row ClosedLoop(const std::string& mode, const std::string& system, int threads, pid_t server,
+               size_t bytes_per_entry, Work work) {
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> entries{0};
+  Latencies latencies;
+  const double cpu0 = HostCpu::Seconds();
+  const auto t0 = Clock::now();
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      while (!stop) {
+        const auto c0 = Clock::now();
+        entries += work(t);
+        latencies.Add(duration<double, std::milli>(Clock::now() - c0).count());
+      }
+    });
+  }
+  std::this_thread::sleep_for(duration<double>(absl::GetFlag(FLAGS_seconds)));
+  stop = true;
+  for (auto& th : pool) th.join();
+  const double secs = duration<double>(Clock::now() - t0).count();
+  const double cpu = HostCpu::Seconds() - cpu0;
+  Row r;
+  r.mode = mode;
+  r.system = system;
+  r.entries_per_s = entries / secs;
+  r.mb_per_s = entries * bytes_per_entry / secs / 1e6;
+  r.p50_ms = latencies.Percentile(0.5);
+  r.p99_ms = latencies.Percentile(0.99);
+  r.p999_ms = latencies.Percentile(0.999);
+  const double gb = entries * bytes_per_entry / 1e9;
+  r.cpu_s_per_gb = gb > 0 ? cpu / gb : 0;
+  r.rss_mib = server > 0 ? ResidentMiB(server) : 0;
+  return r;
+}
+
+struct Bench {
+  Walserver server{absl::StrCat("bench", getpid())};
+  std::unique_ptr<wal::Client> client;
+  DirectProducer direct;
+  std::string payload = Payload(absl::GetFlag(FLAGS_entry_bytes));
+  int threads = absl::GetFlag(FLAGS_threads);
+  int runs = absl::GetFlag(FLAGS_runs);
+  // One namespace per caller thread; the direct runs write the same slots.
+  std::vector<wal::v1::Namespace> namespaces;
+  double max_single_rate = 0;
+
+  void Setup() {
+    server.Start();
+    client = Connect(server.address());
+    for (int t = 0; t < threads; ++t) {
+      auto created = client->CreateNamespace(t + 1);
+      Must(created.status(), "create");
+      namespaces.push_back(created->ns);
+    }
+  }
+
+  Row ServiceBatches(int batch) {
+    std::vector<wal::v1::AppendRequest> requests(threads);
+    for (int t = 0; t < threads; ++t) {
+      for (int i = 0; i < batch; ++i) {
+        auto* e = requests[t].add_entries();
+        e->set_namespace_id(t + 1);
+        e->set_data(payload);
+      }
+    }
+    return ClosedLoop("throughput", "service", threads, server.pid(), payload.size(), [&](int t) {
+      auto ids = client->Append(requests[t]);
+      return ids.ok() ? static_cast<uint64_t>(batch) : 0;
+    });
+  }
+
+  Row DirectBatches(int batch) {
+    std::vector<std::unique_ptr<BatchWait>> waits;
+    for (int t = 0; t < threads; ++t) waits.push_back(std::make_unique<BatchWait>());
+    // The same record format and key as walserver writes, so the bytes on the wire match.
+    const std::string record = wal::EncodeEntry(payload, 1, 1000000).front();
+    return ClosedLoop("throughput", "direct", threads, server.pid(), payload.size(), [&](int t) {
+      const auto& ns = namespaces[t];
+      const std::string key = wal::EncodeKey(t + 1);
+      waits[t]->Expect(batch);
+      for (int i = 0; i < batch; ++i) {
+        while (
+            !direct.get().Produce(ns.topic(), ns.partition(), key, record, waits[t].get()).ok()) {
+          std::this_thread::sleep_for(std::chrono::microseconds(100));
+        }
+      }
+      return waits[t]->Wait() == 0 ? static_cast<uint64_t>(batch) : 0;
+    });
+  }
+
+  void Throughput() {
+    const int batch = absl::GetFlag(FLAGS_batch);
+    std::vector<Row> service, direct_rows;
+    for (int run = 0; run < runs; ++run) {
+      service.push_back(ServiceBatches(batch));
+      direct_rows.push_back(DirectBatches(batch));
+    }
+    Row s = Median(service), d = Median(direct_rows);
+    s.parameter = d.parameter = absl::StrCat(batch, "x", payload.size(), "B");
+    Emit(s);
+    Emit(d);
+    Row ratio{"throughput", "ratio service/direct", s.parameter};
+    ratio.value = s.entries_per_s / d.entries_per_s;
+    Emit(ratio);
+  }
+
+  void Single() {
+    auto channel = grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials());
+    auto health = grpc::health::v1::Health::NewStub(channel);
+    const int callers = absl::GetFlag(FLAGS_single_threads);
+    std::vector<wal::v1::AppendRequest> requests(callers);
+    for (int t = 0; t < callers; ++t) {
+      auto* e = requests[t].add_entries();
+      e->set_namespace_id(t % threads + 1);
+      e->set_data(payload);
+    }
+    std::vector<Row> appends, empties;
+    for (int run = 0; run < runs; ++run) {
+      appends.push_back(
+          ClosedLoop("single", "service Append", callers, server.pid(), payload.size(),
+                     [&](int t) { return client->Append(requests[t]).ok() ? 1u : 0u; }));
+      empties.push_back(
+          ClosedLoop("single", "empty RPC (Check)", callers, server.pid(), 0, [&](int) {
+            grpc::ClientContext ctx;
+            grpc::health::v1::HealthCheckRequest req;
+            grpc::health::v1::HealthCheckResponse resp;
+            return health->Check(&ctx, req, &resp).ok() ? 1u : 0u;
+          }));
+    }
+    Row a = Median(appends), e = Median(empties);
+    a.parameter = e.parameter = absl::StrCat("1x", payload.size(), "B");
+    Emit(a);
+    Emit(e);
+    Row ratio{"single", "ratio Append/empty", a.parameter};
+    ratio.value = a.entries_per_s / e.entries_per_s;
+    Emit(ratio);
+    max_single_rate = a.entries_per_s;
+  }
+
+  // Open loop: requests start on a fixed schedule, latency counts from the scheduled start.
+  Row OpenLoop(const std::string& system, double rate,
+               const std::function<void(std::function<void()>)>& send) {
+    Latencies latencies;
+    std::atomic<int64_t> outstanding{0};
+    const double seconds = absl::GetFlag(FLAGS_seconds);
+    const auto t0 = Clock::now();
+    const double cpu0 = HostCpu::Seconds();
+    uint64_t sent = 0;
+    for (;; ++sent) {
+      const auto at =
+          t0 + std::chrono::duration_cast<Clock::duration>(duration<double>(sent / rate));
+      if (at - t0 > duration<double>(seconds)) break;
+      std::this_thread::sleep_until(at);
+      ++outstanding;
+      send([&, at] {
+        latencies.Add(duration<double, std::milli>(Clock::now() - at).count());
+        --outstanding;
+      });
+    }
+    while (outstanding > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    const double secs = duration<double>(Clock::now() - t0).count();
+    Row r{"latency", system, absl::StrFormat("%.0f/s", rate)};
+    r.entries_per_s = sent / secs;
+    r.mb_per_s = sent * payload.size() / secs / 1e6;
+    r.p50_ms = latencies.Percentile(0.5);
+    r.p99_ms = latencies.Percentile(0.99);
+    r.p999_ms = latencies.Percentile(0.999);
+    r.cpu_s_per_gb = (HostCpu::Seconds() - cpu0) / std::max(1e-9, sent * payload.size() / 1e9);
+    r.rss_mib = ResidentMiB(server.pid());
+    return r;
+  }
+
+  void Latency() {
+    if (max_single_rate == 0) Single();
+    const std::string key = wal::EncodeKey(1);
+    const std::string record = wal::EncodeEntry(payload, 1, 1000000).front();
+    const auto& ns = namespaces[0];
+    struct Done : wal::DeliveryHandler {
+      std::function<void()> fn;
+      void OnDelivery(rd_kafka_resp_err_t, int64_t) override {
+        fn();
+        delete this;
+      }
+    };
+    const std::vector<std::string> loads = absl::StrSplit(absl::GetFlag(FLAGS_latency_loads), ',');
+    for (const std::string& load : loads) {
+      const double rate = std::stod(load) * max_single_rate;
+      std::vector<Row> service, direct_rows;
+      for (int run = 0; run < runs; ++run) {
+        service.push_back(OpenLoop("service", rate, [&](std::function<void()> done) {
+          wal::v1::AppendRequest request;
+          auto* e = request.add_entries();
+          e->set_namespace_id(1);
+          e->set_data(payload);
+          client->AppendAsync(std::move(request),
+                              [done](absl::StatusOr<std::vector<uint64_t>>) { done(); });
+        }));
+        direct_rows.push_back(OpenLoop("direct", rate, [&](std::function<void()> done) {
+          auto* d = new Done;
+          d->fn = std::move(done);
+          if (!direct.get().Produce(ns.topic(), ns.partition(), key, record, d).ok()) {
+            d->OnDelivery(RD_KAFKA_RESP_ERR__QUEUE_FULL, -1);
+          }
+        }));
+      }
+      // Median by p99 here.
+      auto by_p99 = [](std::vector<Row> v) {
+        std::sort(v.begin(), v.end(),
+                  [](const Row& a, const Row& b) { return a.p99_ms < b.p99_ms; });
+        return v[v.size() / 2];
+      };
+      Row s = by_p99(service), d = by_p99(direct_rows);
+      s.parameter = d.parameter = absl::StrCat(load, " of max");
+      s.value = d.value = rate;
+      Emit(s);
+      Emit(d);
+    }
+  }
+
+  // Raw scan of [start, end) of a slot with a consumer, keeping every record of `key` (or all).
+  double RawScan(const std::string& topic, int partition, int64_t start, int64_t end,
+                 uint64_t* bytes) {
+    wal::KafkaProperties props{{"bootstrap.servers", absl::GetFlag(FLAGS_brokers)},
+                               {"fetch.message.max.bytes", "1064576"}};
+    auto consumer = std::move(*wal::Consumer::Create(props, "walbench-scan"));
+    const auto t0 = Clock::now();
+    Must(consumer->Assign(topic, partition, start), "assigning the raw scan");
+    *bytes = 0;
+    for (int64_t pos = start; pos < end;) {
+      wal::Message m = consumer->Poll(100);
+      if (!m) continue;
+      if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+        pos = std::max(pos, m->offset);
+        continue;
+      }
+      if (m->err) continue;
+      *bytes += m->len;
+      pos = m->offset + 1;
+    }
+    return duration<double>(Clock::now() - t0).count();
+  }
+
+  void Replay() {
+    // A slot of its own: a fresh server with one topic of one partition.
+    Walserver replay(absl::StrCat("replay", getpid()),
+                     {"--topic_count=1", "--partitions_per_topic=1"});
+    replay.Start();
+    auto c = Connect(replay.address());
+    const int count = absl::GetFlag(FLAGS_replay_namespaces);
+    for (int n = 1; n <= count; ++n) Must(c->CreateNamespace(n).status(), "create");
+    const auto ns = c->GetNamespace(1);
+    const int64_t start = ns->next_entry_id();
+    const uint64_t total = static_cast<uint64_t>(absl::GetFlag(FLAGS_replay_mib)) << 20;
+    const int batch = 64;
+    uint64_t written = 0;
+    for (int round = 0; written < total; ++round) {
+      wal::v1::AppendRequest request;
+      for (int i = 0; i < batch; ++i) {
+        auto* e = request.add_entries();
+        e->set_namespace_id(1 + (round * batch + i) % count);
+        e->set_data(payload);
+        written += payload.size();
+      }
+      Must(c->Append(request).status(), "append");
+    }
+    const int64_t end = c->GetNamespace(1)->next_entry_id();
+    const double mb = written / 1e6;
+
+    std::vector<double> one, all, raw;
+    for (int run = 0; run < runs; ++run) {
+      auto t0 = Clock::now();
+      uint64_t n = 0;
+      wal::ReadOptions read;
+      read.namespace_id = 1;
+      Must(c->Read(read, [&](wal::v1::Entry&) { return ++n > 0; }), "read");
+      one.push_back(duration<double>(Clock::now() - t0).count());
+      uint64_t bytes = 0;
+      raw.push_back(RawScan(ns->topic(), ns->partition(), start, end, &bytes));
+      t0 = Clock::now();
+      std::vector<std::thread> readers;
+      for (int r = 1; r <= count; ++r) {
+        readers.emplace_back([&, r] {
+          wal::ReadOptions ro;
+          ro.namespace_id = r;
+          Must(c->Read(ro, [](wal::v1::Entry&) { return true; }), "read");
+        });
+      }
+      for (auto& t : readers) t.join();
+      all.push_back(duration<double>(Clock::now() - t0).count());
+    }
+    auto median = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      return v[v.size() / 2];
+    };
+    Row r1{"replay", "service, 1 namespace", absl::StrFormat("%.0f MB slot", mb)};
+    r1.value = median(one);
+    r1.mb_per_s = mb / r1.value;  // slot bytes scanned per second
+    Row r0{"replay", "direct raw scan", r1.parameter};
+    r0.value = median(raw);
+    r0.mb_per_s = mb / r0.value;
+    Row ra{"replay", absl::StrCat("service, ", count, " at once"), r1.parameter};
+    ra.value = median(all);
+    ra.mb_per_s = mb / ra.value;
+    Emit(r1);
+    Emit(r0);
+    Emit(ra);
+    Row q1{"replay", "ratio 1 ns scan/raw", r1.parameter};
+    q1.value = r0.value / r1.value;  // speed ratio: >= 0.9 wanted
+    Row qa{"replay", "ratio all/raw time", r1.parameter};
+    qa.value = ra.value / r0.value;  // time ratio: <= 1.2 wanted
+    Emit(q1);
+    Emit(qa);
+  }
+
+  void Sweep() {
+    Walserver sweep(absl::StrCat("sweep", getpid()));
+    sweep.Start();
+    auto c = Connect(sweep.address());
+    const int max = absl::GetFlag(FLAGS_max_namespaces);
+    int created = 0;
+    double rss_at_10 = 0;
+    for (int n : {10, 100, 1000, 10000}) {
+      if (n > max) break;
+      for (; created < n; ++created) {
+        Must(c->CreateNamespace(1000000 + created).status(), "create");
+      }
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+      // Idle: no calls for a while, then CPU and memory.
+      const double cpu0 = ProcessCpuSeconds(sweep.pid());
+      const double idle = std::min(10.0, absl::GetFlag(FLAGS_seconds));
+      std::this_thread::sleep_for(duration<double>(idle));
+      const double cpu = (ProcessCpuSeconds(sweep.pid()) - cpu0) / idle;
+      const double rss = ResidentMiB(sweep.pid());
+      if (n == 10) rss_at_10 = rss;
+      // The same total load spread over all namespaces.
+      std::atomic<uint64_t> next{0};
+      Row load = ClosedLoop("sweep", "service", threads, sweep.pid(), payload.size(), [&](int) {
+        wal::v1::AppendRequest request;
+        for (int i = 0; i < absl::GetFlag(FLAGS_batch); ++i) {
+          auto* e = request.add_entries();
+          e->set_namespace_id(1000000 + next++ % n);
+          e->set_data(payload);
+        }
+        return c->Append(request).ok() ? static_cast<uint64_t>(absl::GetFlag(FLAGS_batch)) : 0;
+      });
+      load.parameter = absl::StrCat(n, " namespaces");
+      load.rss_mib = rss;
+      load.value = cpu * 100;  // idle CPU, % of a core
+      Emit(load);
+      if (n > 10) {
+        Row mem{"sweep", "bytes per idle namespace", load.parameter};
+        mem.value = (rss - rss_at_10) * 1048576.0 / (n - 10);
+        Emit(mem);
+      }
+    }
+    sweep.Stop();
+    if (absl::StrContains(absl::GetFlag(FLAGS_modes), "startup")) {
+      Walserver again(sweep.prefix());
+      Row r{"startup", "service", absl::StrCat(created, " namespaces")};
+      r.value = again.Start();
+      Emit(r);
+    }
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  spdlog::set_level(spdlog::level::warn);
+  if (absl::GetFlag(FLAGS_brokers).empty() || absl::GetFlag(FLAGS_walserver).empty()) {
+    std::cerr << "walbench: --brokers and --walserver are required\n";
+    return 2;
+  }
+  if (absl::GetFlag(FLAGS_smoke)) {
+    absl::SetFlag(&FLAGS_seconds, 0.5);
+    absl::SetFlag(&FLAGS_runs, 1);
+    absl::SetFlag(&FLAGS_replay_mib, 2);
+    absl::SetFlag(&FLAGS_replay_namespaces, 5);
+    absl::SetFlag(&FLAGS_max_namespaces, 100);
+    absl::SetFlag(&FLAGS_latency_loads, "0.5");
+  }
+  std::cout << absl::StrFormat("%-11s %-22s %-14s %12s %9s %9s %9s %9s %10s %8s %12s\n", "mode",
+                               "system", "parameter", "entries/s", "MB/s", "p50 ms", "p99 ms",
+                               "p99.9 ms", "CPU s/GB", "RSS MiB", "value");
+  Bench bench;
+  bench.Setup();
+  const std::string modes = absl::GetFlag(FLAGS_modes);
+  if (absl::StrContains(modes, "throughput")) bench.Throughput();
+  if (absl::StrContains(modes, "single")) bench.Single();
+  if (absl::StrContains(modes, "latency")) bench.Latency();
+  if (absl::StrContains(modes, "replay")) bench.Replay();
+  if (absl::StrContains(modes, "sweep")) bench.Sweep();
+  bench.server.Stop();
+  if (!absl::GetFlag(FLAGS_csv).empty()) {
+    std::ofstream csv(absl::GetFlag(FLAGS_csv));
+    csv << "mode,system,parameter,entries_per_s,mb_per_s,p50_ms,p99_ms,p999_ms,cpu_s_per_gb,"
+           "rss_mib,value\n";
+    for (const Row& r : g_rows) {
+      csv << r.mode << "," << r.system << "," << r.parameter << "," << r.entries_per_s << ","
+          << r.mb_per_s << "," << r.p50_ms << "," << r.p99_ms << "," << r.p999_ms << ","
+          << r.cpu_s_per_gb << "," << r.rss_mib << "," << r.value << "\n";
+    }
+  }
+  return 0;
+}
