@@ -125,10 +125,14 @@ struct Row {
   double value = 0;  // a mode-specific figure (seconds, bytes per namespace...)
 };
 
-std::vector<Row> g_rows;
+std::ofstream g_csv;  // rows are written as they come, so a failed mode keeps the earlier ones
 
 void Emit(const Row& r) {
-  g_rows.push_back(r);
+  if (g_csv.is_open()) {
+    g_csv << r.mode << "," << r.system << "," << r.parameter << "," << r.entries_per_s << ","
+          << r.mb_per_s << "," << r.p50_ms << "," << r.p99_ms << "," << r.p999_ms << ","
+          << r.cpu_s_per_gb << "," << r.rss_mib << "," << r.value << std::endl;
+  }
   std::cout << absl::StrFormat(
                    "%-11s %-22s %-14s %12.0f %9.2f %9.3f %9.3f %9.3f %10.2f %8.1f %12.3f\n", r.mode,
                    r.system, r.parameter, r.entries_per_s, r.mb_per_s, r.p50_ms, r.p99_ms,
@@ -654,6 +658,12 @@ int main(int argc, char** argv) {
   std::cout << absl::StrFormat("%-11s %-22s %-14s %12s %9s %9s %9s %9s %10s %8s %12s\n", "mode",
                                "system", "parameter", "entries/s", "MB/s", "p50 ms", "p99 ms",
                                "p99.9 ms", "CPU s/GB", "RSS MiB", "value");
+  if (!absl::GetFlag(FLAGS_csv).empty()) {
+    g_csv.open(absl::GetFlag(FLAGS_csv));
+    g_csv << "mode,system,parameter,entries_per_s,mb_per_s,p50_ms,p99_ms,p999_ms,cpu_s_per_gb,"
+             "rss_mib,value"
+          << std::endl;
+  }
   Bench bench;
   bench.Setup();
   const std::string modes = absl::GetFlag(FLAGS_modes);
@@ -663,15 +673,5 @@ int main(int argc, char** argv) {
   if (absl::StrContains(modes, "replay")) bench.Replay();
   if (absl::StrContains(modes, "sweep")) bench.Sweep();
   bench.server.Stop();
-  if (!absl::GetFlag(FLAGS_csv).empty()) {
-    std::ofstream csv(absl::GetFlag(FLAGS_csv));
-    csv << "mode,system,parameter,entries_per_s,mb_per_s,p50_ms,p99_ms,p999_ms,cpu_s_per_gb,"
-           "rss_mib,value\n";
-    for (const Row& r : g_rows) {
-      csv << r.mode << "," << r.system << "," << r.parameter << "," << r.entries_per_s << ","
-          << r.mb_per_s << "," << r.p50_ms << "," << r.p99_ms << "," << r.p999_ms << ","
-          << r.cpu_s_per_gb << "," << r.rss_mib << "," << r.value << "\n";
-    }
-  }
   return 0;
 }

@@ -6,7 +6,7 @@ set -euo pipefail
 
 packages=(g++ cmake ninja-build ccache pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  librdkafka-dev libabsl-dev libspdlog-dev zlib1g-dev libgtest-dev libgmock-dev
+  librdkafka-dev libabsl-dev libspdlog-dev libgtest-dev libgmock-dev
   libcpp-httplib-dev libssl-dev libbrotli-dev)
 if [[ "${1:-}" == "--test" ]]; then
   packages+=(kcat clang-format default-jre-headless maven python3 python3-yaml curl)

@@ -8,7 +8,7 @@
 //        1    1 kind: 1 Full, 2 First, 3 Middle, 4 Last
 //        2    2 header size in bytes (28 in version 1; readers skip to it, so later versions
 //               may append fields)
-//        4    4 CRC-32 (zlib polynomial) of the whole entry
+//        4    4 CRC-32C (Castagnoli) of the whole entry
 //        8    8 size of the whole entry in bytes
 //       16    8 entry nonce: unique per entry and writer, ties the chunks of one entry together
 //       24    4 chunk index: 0 for Full and First, then 1, 2, ...
@@ -52,6 +52,7 @@ std::string EncodeKey(uint64_t namespace_id);
 // The namespace id of a key, or nullopt for a key that is not 8 bytes (a foreign record).
 std::optional<uint64_t> DecodeKey(const void* key, size_t size);
 
+// CRC-32C of `data` (hardware-accelerated where the CPU has SSE4.2).
 uint32_t EntryCrc(std::string_view data);
 
 // Splits `data` into record values of at most `max_record_bytes` each (header included).

@@ -14,6 +14,7 @@
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
 #include "server/config.h"
 #include "server/logging.h"
 #include "server/wal_server.h"
@@ -90,6 +91,8 @@ int main(int argc, char** argv, char** envp) {
     std::fprintf(stderr, "walserver: %s\n", std::string(s.message()).c_str());
     return 2;
   }
+  // absl::Mutex's deadlock detection costs a graph update per lock on the append path.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   // sigwait() below takes the signals; block them before any thread starts.
   sigset_t signals;
   sigemptyset(&signals);

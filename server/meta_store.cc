@@ -54,8 +54,7 @@ absl::StatusOr<std::unique_ptr<MetaStore>> MetaStore::Open(const KafkaProperties
   auto producer = Producer::Create(properties, store->options_.writer + "-meta");
   if (!producer.ok()) return producer.status();
   store->producer_ = std::move(*producer);
-  if (absl::Status s = store->producer_->Prepare({store->options_.topic},
-                                                 RemainingMs(deadline));
+  if (absl::Status s = store->producer_->Prepare({store->options_.topic}, RemainingMs(deadline));
       !s.ok()) {
     return s;
   }

@@ -30,6 +30,13 @@ TEST(Codec, KeyIsEightBytesBigEndian) {
   EXPECT_EQ(DecodeKey(nullptr, 0), std::nullopt);
 }
 
+TEST(Codec, EntryCrcIsCrc32c) {
+  // The standard check value of CRC-32C, and lengths that exercise the 8-byte and tail loops.
+  EXPECT_EQ(EntryCrc("123456789"), 0xE3069283u);
+  EXPECT_EQ(EntryCrc(""), 0u);
+  EXPECT_EQ(EntryCrc(std::string(32, '\0')), 0x8A9136AAu);
+}
+
 TEST(Codec, SmallEntryIsOneFullRecord) {
   auto records = EncodeEntry("hello", 7, 1024);
   ASSERT_EQ(records.size(), 1u);
