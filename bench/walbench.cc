@@ -14,6 +14,7 @@
 //   sweep       10 .. --max_namespaces namespaces: memory and CPU when idle, throughput
 //   startup     restart walserver with all those namespaces in the meta topic
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -179,6 +180,11 @@ class Walserver {
     const auto t0 = Clock::now();
     pid_ = fork();
     if (pid_ == 0) {
+      // Dies with walbench, and keeps its output out of walbench's.
+      prctl(PR_SET_PDEATHSIG, SIGTERM);
+      FILE* log =
+          std::freopen(absl::StrCat("/tmp/walbench-", prefix_, ".log").c_str(), "w", stderr);
+      if (log != nullptr) dup2(fileno(log), STDOUT_FILENO);
       std::vector<char*> argv;
       for (auto& a : args) argv.push_back(a.data());
       argv.push_back(nullptr);
@@ -516,9 +522,12 @@ struct Bench {
   }
 
   void Replay() {
-    // A slot of its own: a fresh server with one topic of one partition.
-    Walserver replay(absl::StrCat("replay", getpid()),
-                     {"--topic_count=1", "--partitions_per_topic=1"});
+    // A slot of its own: a fresh server with one topic of one partition, and room for all the
+    // namespaces' reads at once.
+    Walserver replay(
+        absl::StrCat("replay", getpid()),
+        {"--topic_count=1", "--partitions_per_topic=1",
+         absl::StrCat("--max_concurrent_reads=", 2 * absl::GetFlag(FLAGS_replay_namespaces))});
     replay.Start();
     auto c = Connect(replay.address());
     const int count = absl::GetFlag(FLAGS_replay_namespaces);
@@ -567,13 +576,13 @@ struct Bench {
       std::sort(v.begin(), v.end());
       return v[v.size() / 2];
     };
-    Row r1{"replay", "service, 1 namespace", absl::StrFormat("%.0f MB slot", mb)};
+    Row r1{"replay", "service 1 namespace", absl::StrFormat("%.0f MB slot", mb)};
     r1.value = median(one);
     r1.mb_per_s = mb / r1.value;  // slot bytes scanned per second
     Row r0{"replay", "direct raw scan", r1.parameter};
     r0.value = median(raw);
     r0.mb_per_s = mb / r0.value;
-    Row ra{"replay", absl::StrCat("service, ", count, " at once"), r1.parameter};
+    Row ra{"replay", absl::StrCat("service ", count, " at once"), r1.parameter};
     ra.value = median(all);
     ra.mb_per_s = mb / ra.value;
     Emit(r1);

@@ -1,5 +1,6 @@
 #include "server/entry_reader.h"
 
+#include <limits>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -30,9 +31,16 @@ EntryReader::EntryReader(KafkaProperties properties, ReaderOptions options, Meta
       metrics_(metrics),
       name_(std::move(name)) {}
 
+absl::Status EntryReader::Init() {
+  auto client = NewKafkaClient(RD_KAFKA_CONSUMER, properties_);
+  if (!client.ok()) return client.status();
+  watermarks_client_ = std::move(*client);
+  return absl::OkStatus();
+}
+
 EntryReader::~EntryReader() {
   std::unique_lock<std::mutex> lock(mu_);
-  idle_cv_.wait(lock, [this] { return running_ == 0; });
+  idle_cv_.wait(lock, [this] { return running_ == 0 && scans_running_ == 0; });
   idle_consumers_.clear();
 }
 
@@ -76,19 +84,300 @@ void EntryReader::ReleaseConsumer(std::unique_ptr<Consumer> consumer) {
   }
 }
 
+// One read, as a member of a slot scan. The scan thread feeds it records; the read's own thread
+// waits in Wait() for the outcome.
+class EntryReader::Member {
+ public:
+  Member(EntryReader* reader, const ReadParams& params, ReadSink* sink, NamespaceState ns,
+         int64_t start, int64_t end, steady_clock::time_point stop_at)
+      : reader_(reader),
+        params_(params),
+        sink_(sink),
+        ns_(std::move(ns)),
+        start_(start),
+        end_(params.follow ? std::numeric_limits<int64_t>::max() : end),
+        stop_at_(stop_at),
+        truncated_before_(ns_.truncated_before),
+        assembler_(reader->options_.max_entry_bytes) {}
+
+  const Slot& slot() const { return ns_.slot; }
+  int64_t start() const { return start_; }
+  int64_t end() const { return end_; }
+  bool done() const { return done_; }
+
+  // A record of the slot at `offset` (scan thread).
+  void OnRecord(int64_t offset, uint64_t key, std::string_view value) {
+    if (done_ || key != params_.namespace_id || offset < start_ || offset >= end_) return;
+    assembler_.Add(offset, value, &ready_);
+    TakeReady();
+  }
+
+  // The scan is at `position` and has nothing more just now (scan thread): send what is batched,
+  // finish when the range is done, cancelled or out of time.
+  void OnIdle(int64_t position, bool at_end_of_partition, const absl::Status& kafka_error) {
+    if (done_) return;
+    if (!kafka_error.ok()) last_error_ = kafka_error;
+    if (at_end_of_partition) last_error_ = absl::OkStatus();
+    if (position >= end_) {
+      assembler_.Flush(&ready_);
+      TakeReady();
+      if (!done_) Finish(Flush() ? absl::OkStatus() : absl::CancelledError("read cancelled"));
+      return;
+    }
+    if (!Flush() || sink_->cancelled()) {
+      Finish(absl::CancelledError("read cancelled"));
+      return;
+    }
+    if (steady_clock::now() >= stop_at_) {
+      Finish(!last_error_.ok() ? last_error_
+                               : absl::DeadlineExceededError(
+                                     absl::StrCat("read of namespace ", params_.namespace_id,
+                                                  " reached its deadline at entry ", position)));
+      return;
+    }
+    if (params_.follow && at_end_of_partition) {
+      // Between polls of a following read, notice a truncation or a deletion.
+      std::optional<NamespaceState> now = reader_->meta_->Get(params_.namespace_id);
+      if (!now) {
+        Finish(
+            absl::NotFoundError(absl::StrCat("namespace ", params_.namespace_id, " was deleted")));
+        return;
+      }
+      truncated_before_ = now->truncated_before;
+    }
+  }
+
+  void Finish(absl::Status status) {
+    if (done_) return;
+    reader_->records_skipped_ += assembler_.skipped();
+    std::lock_guard<std::mutex> lock(mu_);
+    done_ = true;
+    status_ = std::move(status);
+    cv_.notify_all();
+  }
+
+  absl::Status Wait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return done_.load(); });
+    return status_;
+  }
+
+ private:
+  // Moves assembled entries into the batch, sending full batches; finishes at the limit.
+  void TakeReady() {
+    for (AssembledEntry& e : ready_) {
+      if (done_) break;
+      if (static_cast<int64_t>(e.entry_id) < std::max(start_, truncated_before_)) continue;
+      v1::Entry* out = batch_.add_entries();
+      out->set_namespace_id(params_.namespace_id);
+      out->set_entry_id(e.entry_id);
+      batch_bytes_ += e.data.size();
+      reader_->metrics_->read_bytes += e.data.size();
+      ++reader_->metrics_->read_entries;
+      *out->mutable_data() = std::move(e.data);
+      ++sent_;
+      if (params_.limit != 0 && sent_ >= params_.limit) {
+        Finish(Flush() ? absl::OkStatus() : absl::CancelledError("read cancelled"));
+      } else if (batch_bytes_ >= reader_->options_.batch_bytes && !Flush()) {
+        Finish(absl::CancelledError("read cancelled"));
+      }
+    }
+    ready_.clear();
+  }
+
+  // Sends the batch; false when the read was cancelled.
+  bool Flush() {
+    if (batch_.entries_size() == 0) return true;
+    const bool ok = sink_->Send(std::move(batch_));
+    batch_.Clear();
+    batch_bytes_ = 0;
+    return ok;
+  }
+
+  EntryReader* const reader_;
+  const ReadParams params_;
+  ReadSink* const sink_;
+  const NamespaceState ns_;
+  const int64_t start_;
+  const int64_t end_;
+  const steady_clock::time_point stop_at_;
+  int64_t truncated_before_;
+  EntryAssembler assembler_;
+  std::vector<AssembledEntry> ready_;
+  v1::ReadResponse batch_;
+  size_t batch_bytes_ = 0;
+  uint64_t sent_ = 0;
+  absl::Status last_error_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::atomic<bool> done_{false};
+  absl::Status status_;
+};
+
+// One consumer scanning one slot for all the members that joined before it passed their start.
+class EntryReader::SlotScan : public std::enable_shared_from_this<SlotScan> {
+ public:
+  SlotScan(EntryReader* reader, Slot slot) : reader_(reader), slot_(std::move(slot)) {}
+
+  // False once the scan has passed `member`'s start or is ending.
+  bool TryJoin(const std::shared_ptr<Member>& member) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_ || (position_ >= 0 && position_ > member->start())) return false;
+    pending_.push_back(member);
+    return true;
+  }
+
+  void Run() {
+    // Reads of one slot tend to arrive together (a datanode opening its regions): give them a
+    // moment to join before the scan starts.
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    absl::Status status = Scan();
+    // Whatever is left ends with the scan's error.
+    std::vector<std::shared_ptr<Member>> left;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      closed_ = true;
+      left.swap(pending_);
+    }
+    left.insert(left.end(), members_.begin(), members_.end());
+    for (auto& m : left) {
+      if (!m->done())
+        m->Finish(status.ok() ? absl::InternalError("read scan ended early") : status);
+    }
+    reader_->ScanEnded(this);
+  }
+
+ private:
+  // Moves newly joined members in; false when no member is left (and no more may join).
+  bool Admit(int64_t new_position) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& m : pending_) members_.push_back(std::move(m));
+    pending_.clear();
+    members_.erase(std::remove_if(members_.begin(), members_.end(),
+                                  [](const std::shared_ptr<Member>& m) { return m->done(); }),
+                   members_.end());
+    if (members_.empty()) {
+      closed_ = true;
+      return false;
+    }
+    position_ = new_position;
+    return true;
+  }
+
+  absl::Status Scan() {
+    int64_t start;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      start = pending_.front()->start();
+      for (auto& m : pending_) start = std::min(start, m->start());
+      position_ = start;
+    }
+    auto acquired = reader_->AcquireConsumer();
+    if (!acquired.ok()) return acquired.status();
+    std::unique_ptr<Consumer> consumer = std::move(*acquired);
+    struct ReturnConsumer {
+      EntryReader* reader;
+      std::unique_ptr<Consumer>& consumer;
+      ~ReturnConsumer() { reader->ReleaseConsumer(std::move(consumer)); }
+    } return_consumer{reader_, consumer};
+    if (absl::Status s = consumer->Assign(slot_.topic, slot_.partition, start); !s.ok()) return s;
+
+    int64_t position = start;
+    auto last_check = steady_clock::now();
+    while (Admit(position)) {
+      int64_t end = 0;
+      for (auto& m : members_) end = std::max(end, m->end());
+      if (position >= end) {
+        for (auto& m : members_) m->OnIdle(position, false, absl::OkStatus());
+        continue;
+      }
+      Message msg = consumer->Poll(100);
+      if (!msg) {
+        for (auto& m : members_) m->OnIdle(position, false, absl::OkStatus());
+        continue;
+      }
+      if (msg->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+        position = std::max(position, msg->offset);
+        for (auto& m : members_) m->OnIdle(position, true, absl::OkStatus());
+        continue;
+      }
+      if (msg->err) {
+        absl::Status status = KafkaErrorToStatus(
+            msg->err, absl::StrCat("reading ", slot_.topic, "[", slot_.partition, "]"));
+        if (absl::IsDataLoss(status)) {
+          return absl::DataLossError(absl::StrCat(
+              "records of ", slot_.topic, "[", slot_.partition, "] from offset ", position,
+              " are gone from Kafka although they were not truncated: ", status.message()));
+        }
+        if (!absl::IsUnavailable(status)) return status;
+        // librdkafka retries on its own; each read gives up at its deadline.
+        for (auto& m : members_) m->OnIdle(position, false, status);
+        continue;
+      }
+      position = msg->offset + 1;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        position_ = position;  // later joiners must start after this record
+      }
+      const std::optional<uint64_t> key = DecodeKey(msg->key, msg->key_len);
+      if (!key) {
+        ++reader_->records_skipped_;  // not written by walserver
+        continue;
+      }
+      const std::string_view value(static_cast<const char*>(msg->payload), msg->len);
+      for (auto& m : members_) m->OnRecord(msg->offset, *key, value);
+      // Members at their end finish now; the others hear of cancellation and deadlines, and
+      // send what they have, every 100 ms even while records keep coming.
+      const bool check_all = steady_clock::now() - last_check > std::chrono::milliseconds(100);
+      if (check_all) last_check = steady_clock::now();
+      for (auto& m : members_) {
+        if (check_all || position >= m->end()) m->OnIdle(position, false, absl::OkStatus());
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  EntryReader* const reader_;
+  const Slot slot_;
+  std::vector<std::shared_ptr<Member>> members_;  // scan thread only
+
+  std::mutex mu_;
+  std::vector<std::shared_ptr<Member>> pending_;
+  int64_t position_ = -1;  // next offset the scan will hand out; -1 before it starts
+  bool closed_ = false;
+};
+
+void EntryReader::Join(const std::shared_ptr<Member>& member) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto key = std::make_pair(member->slot().topic, member->slot().partition);
+  auto it = scans_.find(key);
+  if (it != scans_.end() && it->second->TryJoin(member)) return;
+  // No scan of the slot, or it is past this read's start: a new one (the old one, if any,
+  // finishes on its own; only the newest is joinable).
+  auto scan = std::make_shared<SlotScan>(this, member->slot());
+  scan->TryJoin(member);
+  scans_[key] = scan;
+  ++scans_running_;
+  std::thread([scan] { scan->Run(); }).detach();
+}
+
+void EntryReader::ScanEnded(SlotScan* scan) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = scans_.begin(); it != scans_.end(); ++it) {
+    if (it->second.get() == scan) {
+      scans_.erase(it);
+      break;
+    }
+  }
+  if (--scans_running_ == 0) idle_cv_.notify_all();
+}
+
 absl::Status EntryReader::Run(const ReadParams& params, ReadSink& sink) {
   std::optional<NamespaceState> ns = meta_->Get(params.namespace_id);
-  if (!ns)
+  if (!ns) {
     return absl::NotFoundError(absl::StrCat("namespace ", params.namespace_id, " not found"));
-
-  auto acquired = AcquireConsumer();
-  if (!acquired.ok()) return acquired.status();
-  std::unique_ptr<Consumer> consumer = std::move(*acquired);
-  struct ReturnConsumer {
-    EntryReader* reader;
-    std::unique_ptr<Consumer>& consumer;
-    ~ReturnConsumer() { reader->ReleaseConsumer(std::move(consumer)); }
-  } return_consumer{this, consumer};
+  }
 
   // Stop a little before the caller's deadline, so the caller learns why.
   const auto now = steady_clock::now();
@@ -101,7 +390,7 @@ absl::Status EntryReader::Run(const ReadParams& params, ReadSink& sink) {
 
   // The end of the log as seen now bounds a read without follow.
   absl::StatusOr<Watermarks> marks =
-      QueryWatermarks(consumer->handle(), ns->slot.topic, ns->slot.partition,
+      QueryWatermarks(watermarks_client_.get(), ns->slot.topic, ns->slot.partition,
                       std::max(1, MillisUntil(stop_at, 10000)));
   if (!marks.ok()) return marks.status();
   const int64_t end = marks->high;
@@ -124,124 +413,10 @@ absl::Status EntryReader::Run(const ReadParams& params, ReadSink& sink) {
                      params.namespace_id, " did not truncate them (retention set on the topic?)"));
   }
   if (start == end && !params.follow) return absl::OkStatus();
-  if (absl::Status s = consumer->Assign(ns->slot.topic, ns->slot.partition, start); !s.ok()) {
-    return s;
-  }
 
-  EntryAssembler assembler(options_.max_entry_bytes);
-  std::vector<AssembledEntry> ready;
-  v1::ReadResponse batch;
-  size_t batch_bytes = 0;
-  uint64_t sent = 0;
-  int64_t position = start;
-  int64_t truncated_before = ns->truncated_before;
-  absl::Status last_error;
-  uint64_t skipped = 0;
-
-  auto flush = [&]() -> bool {
-    if (batch.entries_size() == 0) return true;
-    const bool ok = sink.Send(std::move(batch));
-    batch.Clear();
-    batch_bytes = 0;
-    return ok;
-  };
-  // Moves assembled entries into the batch; false once the limit is reached.
-  auto take_ready = [&]() -> bool {
-    for (AssembledEntry& e : ready) {
-      if (static_cast<int64_t>(e.entry_id) < std::max(start, truncated_before)) continue;
-      v1::Entry* out = batch.add_entries();
-      out->set_namespace_id(params.namespace_id);
-      out->set_entry_id(e.entry_id);
-      batch_bytes += e.data.size();
-      metrics_->read_bytes += e.data.size();
-      ++metrics_->read_entries;
-      *out->mutable_data() = std::move(e.data);
-      ++sent;
-      if (params.limit != 0 && sent >= params.limit) {
-        ready.clear();
-        return false;
-      }
-      if (batch_bytes >= options_.batch_bytes && !flush()) return false;
-    }
-    ready.clear();
-    return true;
-  };
-  auto finish_ok = [&]() -> absl::Status {
-    assembler.Flush(&ready);
-    take_ready();
-    records_skipped_ += assembler.skipped() + skipped;
-    if (!flush()) return absl::CancelledError("read cancelled");
-    return absl::OkStatus();
-  };
-
-  while (true) {
-    if (sink.cancelled()) return absl::CancelledError("read cancelled");
-    if (steady_clock::now() >= stop_at) {
-      records_skipped_ += assembler.skipped() + skipped;
-      if (!last_error.ok()) return last_error;
-      return absl::DeadlineExceededError(absl::StrCat("read of namespace ", params.namespace_id,
-                                                      " reached its deadline at entry ", position,
-                                                      " of ", end));
-    }
-    if (!params.follow && position >= end) return finish_ok();
-
-    Message msg = consumer->Poll(std::max(1, MillisUntil(stop_at, 100)));
-    if (!msg) {
-      if (!flush()) return absl::CancelledError("read cancelled");
-      continue;
-    }
-    if (msg->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
-      position = std::max(position, msg->offset);
-      last_error = absl::OkStatus();
-      if (!flush()) return absl::CancelledError("read cancelled");
-      if (params.follow) {
-        // Between polls of a following read, notice a truncation or a deletion.
-        std::optional<NamespaceState> now_ns = meta_->Get(params.namespace_id);
-        if (!now_ns) {
-          return absl::NotFoundError(
-              absl::StrCat("namespace ", params.namespace_id, " was deleted"));
-        }
-        truncated_before = now_ns->truncated_before;
-      }
-      continue;
-    }
-    if (msg->err) {
-      absl::Status status = KafkaErrorToStatus(
-          msg->err, absl::StrCat("reading ", ns->slot.topic, "[", ns->slot.partition, "]"));
-      if (absl::IsUnavailable(status)) {
-        last_error = status;  // librdkafka retries on its own; give up at the deadline
-        continue;
-      }
-      if (absl::IsDataLoss(status)) {
-        return absl::DataLossError(absl::StrCat(
-            "records of namespace ", params.namespace_id, " from entry ", position,
-            " are gone from Kafka although they were not truncated: ", status.message()));
-      }
-      return status;
-    }
-    last_error = absl::OkStatus();
-    if (!params.follow && msg->offset >= end) {
-      position = msg->offset;
-      continue;
-    }
-    position = msg->offset + 1;
-    const std::optional<uint64_t> key = DecodeKey(msg->key, msg->key_len);
-    if (!key) {
-      ++skipped;  // not written by walserver
-      continue;
-    }
-    if (*key != params.namespace_id) continue;
-    assembler.Add(msg->offset, std::string_view(static_cast<const char*>(msg->payload), msg->len),
-                  &ready);
-    if (!take_ready()) {
-      records_skipped_ += assembler.skipped() + skipped;
-      if (params.limit != 0 && sent >= params.limit) {
-        if (!flush()) return absl::CancelledError("read cancelled");
-        return absl::OkStatus();
-      }
-      return absl::CancelledError("read cancelled");
-    }
-  }
+  auto member = std::make_shared<Member>(this, params, &sink, *ns, start, end, stop_at);
+  Join(member);
+  return member->Wait();
 }
 
 }  // namespace wal

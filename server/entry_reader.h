@@ -1,12 +1,15 @@
-// Streams the entries of one namespace out of its slot. Each read runs on its own thread with a
-// consumer taken from a pool, assigned at an absolute offset; it filters the slot's records by
-// key, reassembles entries and hands batches to a sink (the gRPC stream).
+// Streams the entries of one namespace out of its slot. A read is checked on a thread of its own,
+// then joins a scan of its slot: one consumer from a pool, assigned at an absolute offset, whose
+// records go to every read of that slot running at the same time (a datanode opening all its
+// regions reads each slot once, not once per region). Each read filters by key, reassembles
+// entries and hands batches to its sink (the gRPC stream).
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -51,6 +54,8 @@ class EntryReader {
   EntryReader(KafkaProperties properties, ReaderOptions options, MetaStore* meta, Metrics* metrics,
               std::string name);
   ~EntryReader();  // waits for running reads, which the server has cancelled by then
+  // Creates the Kafka client shared by all reads for watermark queries.
+  absl::Status Init();
 
   // Starts a read on its own thread; RESOURCE_EXHAUSTED when too many reads are running.
   absl::Status Start(ReadParams params, std::shared_ptr<ReadSink> sink);
@@ -58,7 +63,12 @@ class EntryReader {
   uint64_t records_skipped() const { return records_skipped_.load(); }
 
  private:
+  class Member;
+  class SlotScan;
   absl::Status Run(const ReadParams& params, ReadSink& sink);
+  // Adds `member` to a scan of its slot that has not yet passed its start, or starts one.
+  void Join(const std::shared_ptr<Member>& member);
+  void ScanEnded(SlotScan* scan);
   absl::StatusOr<std::unique_ptr<Consumer>> AcquireConsumer();
   void ReleaseConsumer(std::unique_ptr<Consumer> consumer);
 
@@ -69,11 +79,14 @@ class EntryReader {
   const std::string name_;
   std::atomic<uint64_t> records_skipped_{0};
   std::atomic<uint64_t> consumers_made_{0};
+  KafkaHandle watermarks_client_;
 
   std::mutex mu_;
   std::condition_variable idle_cv_;
-  size_t running_ = 0;
+  size_t running_ = 0;  // reads (capped by max_concurrent_reads)
+  size_t scans_running_ = 0;
   std::vector<std::unique_ptr<Consumer>> idle_consumers_;
+  std::map<std::pair<std::string, int32_t>, std::shared_ptr<SlotScan>> scans_;
 };
 
 }  // namespace wal

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <map>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -230,6 +231,57 @@ TEST_F(ContractTest, FollowReadSeesLaterAppends) {
   Append(8, {"three"});
   reader.join();
   EXPECT_EQ(got, (std::vector<std::string>{"before", "one", "two", "three"}));
+}
+
+TEST_F(ContractTest, ConcurrentReadsOfSharedSlotsEachGetTheirOwnEntries) {
+  // 24 namespaces on 4 slots, read all at once (as a datanode opening its regions does), with a
+  // following read running beside them: reads of one slot share a scan, and none may see
+  // another's entries, miss its own, or stall another.
+  constexpr int kNamespaces = 24;
+  std::map<uint64_t, std::vector<std::string>> expected;
+  for (uint64_t ns = 1; ns <= kNamespaces; ++ns) Create(ns);
+  std::mt19937_64 rng(24);
+  for (int round = 0; round < 10; ++round) {
+    v1::AppendRequest request;
+    for (uint64_t ns = 1; ns <= kNamespaces; ++ns) {
+      auto* e = request.add_entries();
+      e->set_namespace_id(ns);
+      e->set_data(absl::StrCat(ns, "/", round, "/", RandomData(rng, rng() % 5000)));
+      expected[ns].push_back(e->data());
+    }
+    ASSERT_TRUE(client_->Append(request).ok());
+  }
+  std::atomic<bool> follower_saw_new{false};
+  ReadOptions follow;
+  follow.namespace_id = 1;
+  follow.follow = true;
+  std::thread follower([&] {
+    (void)client_->Read(follow, [&](v1::Entry& e) {
+      if (e.data() == "later") follower_saw_new = true;
+      return !follower_saw_new;
+    });
+  });
+  std::vector<std::thread> readers;
+  std::vector<std::vector<std::string>> got(kNamespaces + 1);
+  std::vector<absl::Status> status(kNamespaces + 1);
+  for (uint64_t ns = 1; ns <= kNamespaces; ++ns) {
+    readers.emplace_back([&, ns] {
+      ReadOptions read;
+      read.namespace_id = ns;
+      status[ns] = client_->Read(read, [&](v1::Entry& e) {
+        got[ns].push_back(e.data());
+        return true;
+      });
+    });
+  }
+  for (auto& t : readers) t.join();
+  for (uint64_t ns = 1; ns <= kNamespaces; ++ns) {
+    ASSERT_TRUE(status[ns].ok()) << status[ns];
+    EXPECT_EQ(got[ns], expected[ns]) << "namespace " << ns;
+  }
+  Append(1, {"later"});
+  follower.join();
+  EXPECT_TRUE(follower_saw_new);
 }
 
 TEST_F(ContractTest, DeletedNamespaceIsGone) {
