@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Plots append latency against load for walserver and direct librdkafka from walbench's CSV.
 
 Usage: bench/plot_latency.py walbench.csv latency.png
@@ -24,9 +24,9 @@ def main(csv_path, png_path):
         ax.plot(rate, [p[1] for p in points], "o--", color=colour, label=f"{system} p50")
         ax.plot(rate, [p[2] for p in points], "s-", color=colour, label=f"{system} p99")
     ax.set_xlabel("offered load, single-entry appends per second (open loop)")
-    ax.set_ylabel("latency, ms")
+    ax.set_ylabel("latency, ms (log scale)")
     ax.set_title("Append latency against load: walserver vs direct librdkafka")
-    ax.set_ylim(bottom=0)
+    ax.set_yscale("log")
     ax.grid(True, alpha=0.3)
     ax.legend()
     fig.tight_layout()

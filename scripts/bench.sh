@@ -25,5 +25,5 @@ mkdir -p bench/results
 "$build/bench/walbench" --brokers="$(tests/kafka/kafka.sh bootstrap "$kafka_dir")" \
   --walserver="$build/server/walserver" --csv=bench/results/walbench.csv "$@" |
   tee bench/results/walbench.txt
-python3 bench/plot_latency.py bench/results/walbench.csv bench/results/latency.png
+/usr/bin/python3 bench/plot_latency.py bench/results/walbench.csv bench/results/latency.png
 echo "bench.sh: results in bench/results/"

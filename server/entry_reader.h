@@ -2,7 +2,8 @@
 // then joins a scan of its slot: one consumer from a pool, assigned at an absolute offset, whose
 // records go to every read of that slot running at the same time (a datanode opening all its
 // regions reads each slot once, not once per region). Each read filters by key, reassembles
-// entries and hands batches to its sink (the gRPC stream).
+// entries and hands batches to its sink (the gRPC stream). Members of a scan move together: a
+// slow client slows the reads that share its scan.
 #pragma once
 
 #include <atomic>

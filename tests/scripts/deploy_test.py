@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Checks the deployment files against the binaries they deploy.
 
 Docker does not run on the build machines, so this test does not start containers: it parses
