@@ -4,7 +4,6 @@
 # stops Kafka. Extra arguments go to walbench (e.g. --seconds=10).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-root=$(pwd)
 ./scripts/setup.sh --test
 dpkg-query -W -f='${Status}' python3-matplotlib 2>/dev/null | grep -q "install ok installed" ||
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-matplotlib >/dev/null
@@ -12,17 +11,11 @@ BUILD_DIR=${BUILD_DIR:-build-release} CMAKE_ARGS=-DCMAKE_BUILD_TYPE=Release \
   ./scripts/build.sh walserver walbench
 build=${BUILD_DIR:-build-release}
 
-tests/kafka/kafka.sh fetch
-kafka_dir=$(mktemp -d /tmp/walbench-kafka.XXXXXX)
-cleanup() {
-  "$root/tests/kafka/kafka.sh" stop "$kafka_dir" || true
-  rm -rf "$kafka_dir"
-}
-trap cleanup EXIT
-tests/kafka/kafka.sh start "$kafka_dir"
+source tests/kafka/temporary_broker.sh
+start_temporary_broker
 
 mkdir -p bench/results
-"$build/bench/walbench" --brokers="$(tests/kafka/kafka.sh bootstrap "$kafka_dir")" \
+"$build/bench/walbench" --brokers="$KAFKA_BOOTSTRAP" \
   --walserver="$build/server/walserver" --csv=bench/results/walbench.csv "$@" |
   tee bench/results/walbench.txt
 /usr/bin/python3 bench/plot_latency.py bench/results/walbench.csv bench/results/latency.png

@@ -4,7 +4,6 @@
 # Kafka. Exits non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-root=$(pwd)
 
 ./scripts/setup.sh --test
 export PATH="$PATH:$HOME/go/bin"
@@ -17,16 +16,9 @@ echo "== build"
 ./scripts/build.sh
 
 echo "== Kafka"
-tests/kafka/kafka.sh fetch
-kafka_dir=$(mktemp -d /tmp/walserver-kafka.XXXXXX)
-cleanup() {
-  "$root/tests/kafka/kafka.sh" stop "$kafka_dir" || true
-  rm -rf "$kafka_dir"
-}
-trap cleanup EXIT
-tests/kafka/kafka.sh start "$kafka_dir"
-WAL_TEST_BROKERS=$(tests/kafka/kafka.sh bootstrap "$kafka_dir")
-export WAL_TEST_BROKERS
+source tests/kafka/temporary_broker.sh
+start_temporary_broker
+export WAL_TEST_BROKERS=$KAFKA_BOOTSTRAP
 
 echo "== tests (Kafka at $WAL_TEST_BROKERS)"
 cd "${BUILD_DIR:-build}"
