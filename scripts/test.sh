@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole suite: installs what is missing (Java and Maven artifacts for Kafka included),
-# checks formatting, builds, starts a real Kafka broker, runs every test through ctest, stops
-# Kafka. Exits non-zero on any failure.
+# checks formatting, builds, starts a real Kafka broker, runs every test through ctest, runs the
+# unit tests again built with AddressSanitizer and UndefinedBehaviorSanitizer, stops Kafka.
+# Exits non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,5 +22,9 @@ start_temporary_broker
 export WAL_TEST_BROKERS=$KAFKA_BOOTSTRAP
 
 echo "== tests (Kafka at $WAL_TEST_BROKERS)"
-cd "${BUILD_DIR:-build}"
-ctest --output-on-failure -j2 "$@"
+(cd "${BUILD_DIR:-build}" && ctest --output-on-failure -j2 "$@")
+
+echo "== unit tests under AddressSanitizer and UndefinedBehaviorSanitizer"
+BUILD_DIR=build-asan CMAKE_ARGS=-DWAL_SANITIZE=address,undefined \
+  ./scripts/build.sh unit_test unit_contract_test
+(cd build-asan && UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ctest -L unit --output-on-failure -j2)
