@@ -5,6 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${BUILD_DIR:-build}
+# ccache hits across clones (CI builds a fresh clone in another directory).
+export CCACHE_BASEDIR=$PWD CCACHE_NOHASHDIR=1
 if [[ ! -f "$build/build.ninja" ]]; then
   # shellcheck disable=SC2086
   cmake -S . -B "$build" -G Ninja ${CMAKE_ARGS:-} >/dev/null

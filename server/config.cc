@@ -38,8 +38,8 @@ absl::Status Apply(const std::string& name, const std::string& value, const std:
   return absl::OkStatus();
 }
 
-}  // namespace
-
+// Parses the text of a config file: `name = value` lines, `#` comments. `source` names the file
+// in error messages.
 absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ParseConfigText(
     const std::string& text, const std::string& source) {
   std::vector<std::pair<std::string, std::string>> out;
@@ -66,6 +66,8 @@ absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ParseConfigText
   }
   return out;
 }
+
+}  // namespace
 
 absl::StatusOr<LoadedSettings> LoadSettings(int argc, char** argv, char** envp) {
   LoadedSettings settings;

@@ -22,9 +22,4 @@ struct LoadedSettings {
 // INVALID_ARGUMENT, naming the source, for an unknown setting, a bad value or a missing file.
 absl::StatusOr<LoadedSettings> LoadSettings(int argc, char** argv, char** envp);
 
-// Parses the text of a config file: `name = value` lines, `#` comments. `source` names the file
-// in error messages. Does not set anything.
-absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ParseConfigText(
-    const std::string& text, const std::string& source);
-
 }  // namespace wal

@@ -58,8 +58,6 @@ class WalServer {
   const std::vector<std::string>& addresses() const { return addresses_; }
   // HOST:PORT of /metrics and /healthz; empty when off.
   std::string http_address() const { return http_ ? http_->address() : ""; }
-  const Metrics& metrics() const { return metrics_; }
-  bool embedded() const { return mock_ != nullptr; }
   uint64_t max_entry_bytes() const { return max_entry_bytes_; }
   MockCluster* mock_cluster() const { return mock_.get(); }
   const EntryReader& reader() const { return *reader_; }
