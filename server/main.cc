@@ -42,6 +42,9 @@ ABSL_FLAG(int, append_timeout_ms, 30000,
 ABSL_FLAG(int, admin_timeout_ms, 10000,
           "Bound on Kafka round trips of CreateNamespace, Truncate and the other admin calls");
 ABSL_FLAG(int, max_concurrent_reads, 64, "Read streams beyond this get RESOURCE_EXHAUSTED");
+ABSL_FLAG(uint64_t, max_inflight_append_bytes, 0,
+          "Entry bytes of appends waiting for Kafka; an append beyond gets RESOURCE_EXHAUSTED. "
+          "0 means 4 x max_entry_bytes");
 ABSL_FLAG(int, startup_timeout_ms, 60000, "How long start-up waits for Kafka");
 ABSL_FLAG(std::string, kafka_properties, "",
           "Extra librdkafka properties for every client, KEY=VALUE[,KEY=VALUE...] (security "
@@ -116,6 +119,7 @@ int main(int argc, char** argv, char** envp) {
   options.admin_timeout = std::chrono::milliseconds(absl::GetFlag(FLAGS_admin_timeout_ms));
   options.startup_timeout = std::chrono::milliseconds(absl::GetFlag(FLAGS_startup_timeout_ms));
   options.max_concurrent_reads = absl::GetFlag(FLAGS_max_concurrent_reads);
+  options.max_inflight_append_bytes = absl::GetFlag(FLAGS_max_inflight_append_bytes);
   options.name = absl::GetFlag(FLAGS_name);
   for (absl::string_view kv :
        absl::StrSplit(absl::GetFlag(FLAGS_kafka_properties), ',', absl::SkipWhitespace())) {

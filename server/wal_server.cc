@@ -158,6 +158,12 @@ absl::StatusOr<std::unique_ptr<WalServer>> WalServer::Start(ServerOptions o) {
   // ---- gRPC ----
   ServiceOptions service_options;
   service_options.max_entry_bytes = self->max_entry_bytes_;
+  service_options.max_inflight_append_bytes =
+      o.max_inflight_append_bytes != 0 ? o.max_inflight_append_bytes : 4 * self->max_entry_bytes_;
+  if (service_options.max_inflight_append_bytes < self->max_entry_bytes_) {
+    return absl::InvalidArgumentError(
+        "max_inflight_append_bytes must be at least max_entry_bytes, or no largest entry fits");
+  }
   service_options.admin_timeout = o.admin_timeout;
   self->service_ =
       std::make_unique<WalServiceImpl>(service_options, self->meta_.get(), self->writer_.get(),

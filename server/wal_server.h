@@ -39,6 +39,8 @@ struct ServerOptions {
   std::chrono::milliseconds admin_timeout{10000};
   std::chrono::milliseconds startup_timeout{60000};
   int max_concurrent_reads = 64;
+  // Entry bytes of appends waiting for Kafka; more gets RESOURCE_EXHAUSTED. 0: 4 x max_entry_bytes.
+  uint64_t max_inflight_append_bytes = 0;
   KafkaProperties kafka_properties;  // passed to every Kafka client
   std::string name;                  // in Kafka client ids and meta records
 };

@@ -234,10 +234,22 @@ grpc::ServerUnaryReactor* WalServiceImpl::Append(grpc::CallbackServerContext* ct
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   uint64_t bytes = 0;
   for (const AppendItem& item : items) bytes += item.data.size();
+  // Backpressure: past the cap, say so instead of queueing without bound. A request alone always
+  // passes, whatever its size, so no valid request is refused forever.
+  const uint64_t before = inflight_append_bytes_.fetch_add(bytes);
+  if (before + bytes > options_.max_inflight_append_bytes && before > 0) {
+    inflight_append_bytes_ -= bytes;
+    return FinishNow(ctx,
+                     absl::ResourceExhaustedError(absl::StrCat(
+                         "appends of ", before, " bytes are already waiting for Kafka (limit ",
+                         options_.max_inflight_append_bytes,
+                         " bytes, max_inflight_append_bytes); nothing was written, retry later")));
+  }
   ++metrics_->appends_in_flight;
   writer_->Append(std::move(items), SteadyDeadline(*ctx),
                   [this, reactor, response, bytes](absl::StatusOr<std::vector<uint64_t>> ids) {
                     --metrics_->appends_in_flight;
+                    inflight_append_bytes_ -= bytes;
                     if (!ids.ok()) {
                       reactor->Finish(ToGrpcStatus(ids.status()));
                       return;

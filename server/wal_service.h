@@ -17,6 +17,7 @@ namespace wal {
 
 struct ServiceOptions {
   uint64_t max_entry_bytes = 64 << 20;
+  uint64_t max_inflight_append_bytes = 256 << 20;
   // Upper bound on Kafka round trips of admin calls without a (shorter) deadline.
   std::chrono::milliseconds admin_timeout{10000};
   int admin_threads = 4;
@@ -64,6 +65,7 @@ class WalServiceImpl final : public v1::WalService::CallbackService {
   EntryReader* const reader_;
   rd_kafka_t* const kafka_;
   Metrics* const metrics_;
+  std::atomic<uint64_t> inflight_append_bytes_{0};
   WorkQueue admin_pool_;
 };
 

@@ -1,6 +1,7 @@
 // Faults injected with librdkafka's mock cluster, under an in-process walserver.
 #include <gtest/gtest.h>
 
+#include <future>
 #include <thread>
 
 #include "tests/support/test_util.h"
@@ -50,6 +51,43 @@ TEST(MockFaults, CallsFailFastWhileKafkaIsDownAndWorkAgainAfter) {
   ASSERT_GE(all->size(), 2u);
   EXPECT_EQ(all->front().data(), "before");
   EXPECT_EQ(all->back().data(), "after");
+}
+
+TEST(MockFaults, AppendBytesInFlightAreCapped) {
+  ServerOptions options = MockServerOptions();
+  options.topic_prefix = UniqueName("fault");
+  options.max_entry_bytes = 64 * 1024;
+  options.max_inflight_append_bytes = 64 * 1024;
+  auto server = WalServer::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto client = Connect((*server)->address(), seconds(3));
+  ASSERT_TRUE(client->CreateNamespace(1).ok());
+  // With the broker down, a 40 KiB append stays in flight until its deadline...
+  rd_kafka_mock_cluster_t* cluster = (*server)->mock_cluster()->cluster();
+  ASSERT_EQ(rd_kafka_mock_broker_set_down(cluster, 1), RD_KAFKA_RESP_ERR_NO_ERROR);
+  std::promise<absl::Status> first;
+  v1::AppendRequest big;
+  auto* e = big.add_entries();
+  e->set_namespace_id(1);
+  e->set_data(std::string(40 * 1024, 'a'));
+  client->AppendAsync(
+      big, [&](absl::StatusOr<std::vector<uint64_t>> r) { first.set_value(r.status()); });
+  std::this_thread::sleep_for(milliseconds(300));
+  // ...so a second one would pass the cap and is refused at once, writing nothing.
+  const auto t0 = Clock::now();
+  auto second = client->Append(big);
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kResourceExhausted) << second.status();
+  EXPECT_NE(second.status().message().find("max_inflight_append_bytes"), absl::string_view::npos);
+  EXPECT_LT(Clock::now() - t0, seconds(1));
+  EXPECT_EQ(first.get_future().get().code(), absl::StatusCode::kUnavailable);
+  // Once the first one is over, its bytes are free again.
+  ASSERT_EQ(rd_kafka_mock_broker_set_up(cluster, 1), RD_KAFKA_RESP_ERR_NO_ERROR);
+  absl::StatusOr<std::vector<uint64_t>> after;
+  const auto deadline = Clock::now() + seconds(30);
+  do {
+    after = client->Append(big);
+  } while (!after.ok() && Clock::now() < deadline);
+  EXPECT_TRUE(after.ok()) << after.status();
 }
 
 TEST(MockFaults, ProduceErrorsFailTheAppend) {
