@@ -380,13 +380,7 @@ absl::Status EntryReader::Run(const ReadParams& params, ReadSink& sink) {
   }
 
   // Stop a little before the caller's deadline, so the caller learns why.
-  const auto now = steady_clock::now();
-  auto stop_at = params.deadline;
-  if (params.deadline != steady_clock::time_point::max()) {
-    stop_at -= std::clamp<steady_clock::duration>((params.deadline - now) / 10,
-                                                  std::chrono::milliseconds(10),
-                                                  std::chrono::milliseconds(500));
-  }
+  const auto stop_at = AnswerBy(params.deadline);
 
   // The end of the log as seen now bounds a read without follow.
   absl::StatusOr<Watermarks> marks =

@@ -148,13 +148,7 @@ void EntryWriter::Append(std::vector<AppendItem> items, steady_clock::time_point
 
   // Complete a little before the caller's deadline, so the caller hears UNAVAILABLE instead of
   // timing out blind.
-  const auto now = steady_clock::now();
-  auto fire_at = now + options_.append_timeout;
-  if (deadline < fire_at) {
-    const auto margin = std::clamp<steady_clock::duration>(
-        (deadline - now) / 10, std::chrono::milliseconds(10), std::chrono::milliseconds(500));
-    fire_at = deadline - margin;
-  }
+  const auto fire_at = std::min(steady_clock::now() + options_.append_timeout, AnswerBy(deadline));
   ArmTimer(call, fire_at);
 
   // Group by producer; within a producer, produce every record of the call under its lock, so

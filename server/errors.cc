@@ -1,5 +1,6 @@
 #include "server/errors.h"
 
+#include <algorithm>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -59,6 +60,14 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
   // absl::StatusCode and grpc::StatusCode share their numbering (both follow google.rpc.Code).
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
+}
+
+std::chrono::steady_clock::time_point AnswerBy(std::chrono::steady_clock::time_point deadline) {
+  using std::chrono::milliseconds;
+  if (deadline == std::chrono::steady_clock::time_point::max()) return deadline;
+  const auto left = deadline - std::chrono::steady_clock::now();
+  return deadline - std::clamp<std::chrono::steady_clock::duration>(left / 10, milliseconds(10),
+                                                                    milliseconds(500));
 }
 
 }  // namespace wal

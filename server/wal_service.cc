@@ -139,10 +139,7 @@ WalServiceImpl::WalServiceImpl(ServiceOptions options, MetaStore* meta, EntryWri
 Clock::time_point WalServiceImpl::AdminDeadline(grpc::CallbackServerContext* ctx) const {
   const Clock::time_point caller = SteadyDeadline(*ctx);
   const Clock::time_point own = Clock::now() + options_.admin_timeout;
-  if (caller >= own) return own;
-  // Answer a little before the caller gives up, so it learns why.
-  return caller -
-         std::min<Clock::duration>((caller - Clock::now()) / 10, std::chrono::milliseconds(500));
+  return std::min(own, AnswerBy(caller));
 }
 
 absl::StatusOr<int64_t> WalServiceImpl::SlotEnd(const Slot& slot,
