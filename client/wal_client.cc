@@ -15,6 +15,35 @@ absl::Status FromGrpcStatus(const grpc::Status& status) {
   return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
 }
 
+namespace {
+
+uint64_t RandomWriterId() {
+  std::random_device rd;
+  uint64_t id = 0;
+  while (id == 0) id = (uint64_t{rd()} << 32) | rd();
+  return id;
+}
+
+// A random wait in [backoff/2, backoff], so that many clients do not retry in step.
+std::chrono::milliseconds Jitter(std::chrono::milliseconds backoff) {
+  thread_local std::mt19937 rng(std::random_device{}());
+  return std::chrono::milliseconds(
+      std::uniform_int_distribution<int64_t>(backoff.count() / 2, backoff.count())(rng));
+}
+
+std::chrono::milliseconds Backoff(std::chrono::milliseconds first, int retry) {
+  auto b = first;
+  for (int i = 0; i < retry && b < std::chrono::seconds(2); ++i) b *= 2;
+  return std::min<std::chrono::milliseconds>(b, std::chrono::seconds(2));
+}
+
+}  // namespace
+
+Client::Client(const ClientOptions& options, std::unique_ptr<v1::WalService::Stub> stub)
+    : options_(options),
+      stub_(std::move(stub)),
+      writer_id_(options.writer_id != 0 ? options.writer_id : RandomWriterId()) {}
+
 absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
   if (options.target.empty()) return absl::InvalidArgumentError("no walserver address given");
   grpc::ChannelArguments args;
@@ -23,6 +52,11 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& opt
   args.SetMaxSendMessageSize(-1);
   auto channel =
       grpc::CreateCustomChannel(options.target, grpc::InsecureChannelCredentials(), args);
+  return OnChannel(std::move(channel), options);
+}
+
+std::unique_ptr<Client> Client::OnChannel(std::shared_ptr<grpc::Channel> channel,
+                                          const ClientOptions& options) {
   return std::unique_ptr<Client>(new Client(options, v1::WalService::NewStub(channel)));
 }
 
@@ -32,8 +66,6 @@ system_clock::time_point Client::Deadline(std::chrono::milliseconds timeout) con
 
 absl::Status Client::WithRetries(system_clock::time_point deadline,
                                  const std::function<grpc::Status(grpc::ClientContext&)>& attempt) {
-  thread_local std::mt19937 rng(std::random_device{}());
-  auto backoff = options_.retry_backoff;
   for (int retry = 0;; ++retry) {
     grpc::ClientContext ctx;
     ctx.set_deadline(deadline);
@@ -41,13 +73,55 @@ absl::Status Client::WithRetries(system_clock::time_point deadline,
     if (status.error_code() != grpc::StatusCode::UNAVAILABLE || retry >= options_.max_retries) {
       return FromGrpcStatus(status);
     }
-    // Full jitter, so that many clients do not retry in step.
-    const auto sleep = std::chrono::milliseconds(
-        std::uniform_int_distribution<int64_t>(backoff.count() / 2, backoff.count())(rng));
+    const auto sleep = Jitter(Backoff(options_.retry_backoff, retry));
     if (system_clock::now() + sleep >= deadline) return FromGrpcStatus(status);
     std::this_thread::sleep_for(sleep);
-    backoff = std::min<std::chrono::milliseconds>(backoff * 2, std::chrono::seconds(2));
   }
+}
+
+void Client::Stamp(v1::AppendRequest* request) {
+  if (request->writer_id() == 0) request->set_writer_id(writer_id_);
+  std::lock_guard<std::mutex> lock(mu_);
+  for (v1::Entry& e : *request->mutable_entries()) {
+    if (e.sequence() == 0) e.set_sequence(++last_sequence_[e.namespace_id()]);
+    if (e.epoch() == 0) {
+      auto it = epochs_.find(e.namespace_id());
+      if (it != epochs_.end()) e.set_epoch(it->second);
+    }
+  }
+}
+
+system_clock::time_point Client::AttemptDeadline(system_clock::time_point deadline) const {
+  return std::min(deadline, system_clock::now() + options_.append_attempt_timeout);
+}
+
+std::optional<std::chrono::milliseconds> Client::AppendRetryDelay(
+    const grpc::Status& status, int retry, system_clock::time_point deadline) const {
+  // UNAVAILABLE: walserver or Kafka unreachable, or Kafka did not acknowledge in time.
+  // DEADLINE_EXCEEDED: this attempt ran out of time (the call may have some left).
+  const bool retryable = status.error_code() == grpc::StatusCode::UNAVAILABLE ||
+                         status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
+  if (!retryable || options_.max_retries == 0) return std::nullopt;
+  const auto sleep = Jitter(Backoff(options_.retry_backoff, retry));
+  // Worth it only if an attempt still has a second or so after the wait.
+  if (system_clock::now() + sleep + std::chrono::seconds(1) >= deadline) return std::nullopt;
+  return sleep;
+}
+
+absl::StatusOr<AcquireResult> Client::AcquireNamespace(uint64_t namespace_id) {
+  v1::AcquireNamespaceRequest request;
+  request.set_namespace_id(namespace_id);
+  v1::AcquireNamespaceResponse response;
+  absl::Status s = WithRetries(Deadline(options_.timeout), [&](grpc::ClientContext& ctx) {
+    return stub_->AcquireNamespace(&ctx, request, &response);
+  });
+  if (!s.ok()) return s;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    uint64_t& epoch = epochs_[namespace_id];
+    epoch = std::max(epoch, response.epoch());
+  }
+  return AcquireResult{response.namespace_(), response.epoch()};
 }
 
 absl::StatusOr<CreateNamespaceResult> Client::CreateNamespace(uint64_t namespace_id) {
@@ -62,11 +136,21 @@ absl::StatusOr<CreateNamespaceResult> Client::CreateNamespace(uint64_t namespace
 }
 
 absl::StatusOr<std::vector<uint64_t>> Client::Append(const v1::AppendRequest& request) {
-  grpc::ClientContext ctx;
-  ctx.set_deadline(Deadline(options_.timeout));
-  v1::AppendResponse response;
-  if (auto s = FromGrpcStatus(stub_->Append(&ctx, request, &response)); !s.ok()) return s;
-  return std::vector<uint64_t>(response.entry_ids().begin(), response.entry_ids().end());
+  v1::AppendRequest stamped = request;
+  Stamp(&stamped);
+  const system_clock::time_point deadline = Deadline(options_.timeout);
+  for (int retry = 0;; ++retry) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(AttemptDeadline(deadline));
+    v1::AppendResponse response;
+    const grpc::Status status = stub_->Append(&ctx, stamped, &response);
+    if (status.ok()) {
+      return std::vector<uint64_t>(response.entry_ids().begin(), response.entry_ids().end());
+    }
+    const auto delay = AppendRetryDelay(status, retry, deadline);
+    if (!delay) return FromGrpcStatus(status);
+    std::this_thread::sleep_for(*delay);
+  }
 }
 
 absl::StatusOr<std::vector<uint64_t>> Client::Append(uint64_t namespace_id,
@@ -80,28 +164,50 @@ absl::StatusOr<std::vector<uint64_t>> Client::Append(uint64_t namespace_id,
   return Append(request);
 }
 
+// One AppendAsync call, alive until `done` has run.
+struct Client::AsyncAppend {
+  v1::AppendRequest request;
+  system_clock::time_point deadline;
+  int retry = 0;
+  std::unique_ptr<grpc::ClientContext> ctx;  // one per attempt
+  v1::AppendResponse response;
+  std::function<void(absl::StatusOr<std::vector<uint64_t>>)> done;
+};
+
 void Client::AppendAsync(v1::AppendRequest request,
                          std::function<void(absl::StatusOr<std::vector<uint64_t>>)> done) {
-  // Everything the call needs lives until its callback has run.
-  struct Call {
-    grpc::ClientContext ctx;
-    v1::AppendRequest request;
-    v1::AppendResponse response;
-    std::function<void(absl::StatusOr<std::vector<uint64_t>>)> done;
-  };
-  auto* call = new Call;
-  call->ctx.set_deadline(Deadline(options_.timeout));
+  auto call = std::make_shared<AsyncAppend>();
   call->request = std::move(request);
+  Stamp(&call->request);
+  call->deadline = Deadline(options_.timeout);
   call->done = std::move(done);
-  stub_->async()->Append(&call->ctx, &call->request, &call->response, [call](grpc::Status status) {
-    if (status.ok()) {
-      call->done(std::vector<uint64_t>(call->response.entry_ids().begin(),
-                                       call->response.entry_ids().end()));
-    } else {
-      call->done(FromGrpcStatus(status));
-    }
-    delete call;
-  });
+  StartAsyncAttempt(std::move(call));
+}
+
+void Client::StartAsyncAttempt(std::shared_ptr<AsyncAppend> call) {
+  call->ctx = std::make_unique<grpc::ClientContext>();
+  call->ctx->set_deadline(AttemptDeadline(call->deadline));
+  call->response.Clear();
+  AsyncAppend* raw = call.get();
+  stub_->async()->Append(
+      raw->ctx.get(), &raw->request, &raw->response,
+      [this, call = std::move(call)](grpc::Status status) mutable {
+        if (status.ok()) {
+          call->done(std::vector<uint64_t>(call->response.entry_ids().begin(),
+                                           call->response.entry_ids().end()));
+          return;
+        }
+        const auto delay = AppendRetryDelay(status, call->retry++, call->deadline);
+        if (!delay) {
+          call->done(FromGrpcStatus(status));
+          return;
+        }
+        // Not on the gRPC thread: it must not block. Retries are rare, a thread each is fine.
+        std::thread([this, call = std::move(call), delay]() mutable {
+          std::this_thread::sleep_for(*delay);
+          StartAsyncAttempt(std::move(call));
+        }).detach();
+      });
 }
 
 ReadStream::~ReadStream() {

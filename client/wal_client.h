@@ -14,17 +14,33 @@
 //   DEADLINE_EXCEEDED   no answer in time
 //   INTERNAL            a bug or a corrupt record
 //
+//   FAILED_PRECONDITION the namespace was acquired by another writer (a higher epoch)
+//
 // Retries: calls that are safe to repeat (CreateNamespace, GetNamespace, ListNamespaces,
-// Truncate, and Read before it delivered anything) are retried on UNAVAILABLE with exponential
-// backoff, within the call's one deadline. Append and DeleteNamespace are never retried: a
-// failed Append may have made a prefix of its entries durable, so its outcome is unknown and the
-// caller decides.
+// Truncate, AcquireNamespace, and Read before it delivered anything) are retried on UNAVAILABLE
+// with exponential backoff, within the call's one deadline. DeleteNamespace is not retried.
+//
+// Retry-safe appends: every entry this client appends carries the client's writer id and a
+// sequence number per namespace (1, 2, 3...). Append and AppendAsync retry after UNAVAILABLE,
+// and after an attempt ran out of time, with the same writer id and sequences, until the call's
+// deadline; reads return an entry appended more than once only once (the copy with the lowest
+// id). So a retry never shows up twice, even when the first attempt was written and only its
+// answer was lost, or walserver restarted in between. The ids an Append returns are those of
+// the copy it wrote; when an earlier attempt's copy also made it, reads return the earlier one.
+//
+// Fencing: AcquireNamespace makes this client the namespace's writer with a new epoch, which
+// the client then sends with every append to that namespace. A writer with an older epoch gets
+// FAILED_PRECONDITION, and whatever it still manages to write is ignored by reads. A client that
+// never acquires sends epoch 0, which works until someone acquires the namespace.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,11 +59,22 @@ struct ClientOptions {
   int max_retries = 4;
   // First backoff; doubled after each retry, capped at 2 s, with jitter.
   std::chrono::milliseconds retry_backoff{100};
+  // Deadline of each attempt of an Append, so that a lost answer leaves time for a retry
+  // within `timeout`.
+  std::chrono::milliseconds append_attempt_timeout{10000};
+  // Identifies this client's appends (see "Retry-safe appends"); 0 picks a random id. Give two
+  // clients the same id only if they never append to the same namespace.
+  uint64_t writer_id = 0;
 };
 
 struct CreateNamespaceResult {
   v1::Namespace ns;
   bool created = false;  // false: it existed already, `ns` is its assignment
+};
+
+struct AcquireResult {
+  v1::Namespace ns;
+  uint64_t epoch = 0;  // the new epoch, also in ns.epoch()
 };
 
 struct ReadOptions {
@@ -88,22 +115,35 @@ class Client {
  public:
   // Creates a channel to walserver; connects lazily, so this succeeds without a server.
   static absl::StatusOr<std::unique_ptr<Client>> Connect(const ClientOptions& options);
+  // A client on a channel made by the caller (credentials, interceptors); options.target unused.
+  static std::unique_ptr<Client> OnChannel(std::shared_ptr<grpc::Channel> channel,
+                                           const ClientOptions& options);
+  // A Client must outlive the AppendAsync calls it started.
+  ~Client() = default;
 
   // Creates a namespace. Idempotent: an existing namespace comes back with created=false and its
   // assignment. Retried on UNAVAILABLE. INVALID_ARGUMENT for id 0.
   absl::StatusOr<CreateNamespaceResult> CreateNamespace(uint64_t namespace_id);
 
+  // Makes this client the namespace's writer: a new epoch, which later appends to the namespace
+  // carry. Call it when a region opens, before replaying it. Retried on UNAVAILABLE (a retry at
+  // worst raises the epoch once more).
+  absl::StatusOr<AcquireResult> AcquireNamespace(uint64_t namespace_id);
+
   // Appends the request's entries (several namespaces may share one request) and returns their
   // ids in request order, once Kafka acknowledged every one. Ids increase within a namespace in
-  // request order. Not retried; on error a prefix may be durable.
+  // request order. Entries without a sequence get the next ones of this client, and without an
+  // epoch the one this client acquired. Retried as "Retry-safe appends" says; on a final error
+  // a prefix may be durable. FAILED_PRECONDITION when the epoch was fenced.
   absl::StatusOr<std::vector<uint64_t>> Append(const v1::AppendRequest& request);
   // Appends `entries` to one namespace.
   absl::StatusOr<std::vector<uint64_t>> Append(uint64_t namespace_id,
                                                const std::vector<std::string>& entries);
 
-  // Like Append, but returns at once; `done` runs exactly once, on a gRPC thread, with the ids or
-  // the error. `done` must not block. Appends issued one after another from one thread reach
-  // walserver in order, but their ids are ordered only if each waits for the previous `done`.
+  // Like Append (retries included), but returns at once; `done` runs exactly once, on a gRPC or
+  // retry thread, with the ids or the error. `done` must not block. Appends issued one after
+  // another from one thread reach walserver in order, but their ids are ordered only if each
+  // waits for the previous `done`.
   void AppendAsync(v1::AppendRequest request,
                    std::function<void(absl::StatusOr<std::vector<uint64_t>>)> done);
 
@@ -130,18 +170,32 @@ class Client {
   absl::Status DeleteNamespace(uint64_t namespace_id);
 
   v1::WalService::Stub& stub() { return *stub_; }
+  uint64_t writer_id() const { return writer_id_; }
 
  private:
-  Client(const ClientOptions& options, std::unique_ptr<v1::WalService::Stub> stub)
-      : options_(options), stub_(std::move(stub)) {}
+  struct AsyncAppend;
+  Client(const ClientOptions& options, std::unique_ptr<v1::WalService::Stub> stub);
   std::chrono::system_clock::time_point Deadline(std::chrono::milliseconds timeout) const;
   // Runs `attempt` (one RPC with the given deadline) until it succeeds, fails with something
   // other than UNAVAILABLE, runs out of retries, or the deadline is near.
   absl::Status WithRetries(std::chrono::system_clock::time_point deadline,
                            const std::function<grpc::Status(grpc::ClientContext&)>& attempt);
+  // Gives the request this client's writer id, and its entries sequences and epochs.
+  void Stamp(v1::AppendRequest* request);
+  // The deadline of one Append attempt within the call's `deadline`.
+  std::chrono::system_clock::time_point AttemptDeadline(
+      std::chrono::system_clock::time_point deadline) const;
+  // How long to wait before retrying an Append that failed with `status`; nullopt: don't.
+  std::optional<std::chrono::milliseconds> AppendRetryDelay(
+      const grpc::Status& status, int retry, std::chrono::system_clock::time_point deadline) const;
+  void StartAsyncAttempt(std::shared_ptr<AsyncAppend> call);
 
   ClientOptions options_;
   std::unique_ptr<v1::WalService::Stub> stub_;
+  uint64_t writer_id_;
+  std::mutex mu_;
+  std::map<uint64_t, uint64_t> last_sequence_;  // per namespace
+  std::map<uint64_t, uint64_t> epochs_;         // acquired, per namespace
 };
 
 // gRPC status -> absl::Status, keeping code and message.

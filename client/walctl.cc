@@ -28,7 +28,8 @@ Commands:
   append NAMESPACE [DATA...]       append entries; from standard input when no DATA is given
   read NAMESPACE                   print entries (--start, --limit, --follow)
   truncate NAMESPACE ENTRY_ID      make entries below ENTRY_ID unreadable
-  info NAMESPACE                   a namespace's slot and watermarks
+  info NAMESPACE                   a namespace's slot, watermarks and writer epoch
+  acquire NAMESPACE                become its writer: print a new epoch (fences older writers)
   ls                               all namespaces
   delete NAMESPACE                 delete a namespace
 
@@ -55,7 +56,16 @@ Appends entries and prints their entry ids, one per line, once Kafka acknowledge
   (no DATA)      each line of standard input is one entry (sent in batches of --batch lines)
   --file=PATH    the whole file is one entry
   --batch=N      lines per request when reading standard input (default 1000)
-A failed append may have written a prefix of its entries: the outcome is unknown.
+  --epoch=E      the writer epoch from "walctl acquire" (default 0: no epoch); an older epoch
+                 than the namespace's is refused (exit 4)
+Failed attempts are retried with the same sequence numbers (reads show each entry once); when
+the last attempt fails too, a prefix of the entries may have been written.
+)"},
+    {"acquire", R"(Usage: walctl acquire NAMESPACE
+
+Raises the namespace's writer epoch and prints the namespace with it. Appends with a lower epoch
+are refused from then on, and reads ignore what older writers still manage to write after the
+fence. Pass the epoch to "walctl append --epoch=E".
 )"},
     {"read", R"(Usage: walctl read NAMESPACE [--start=ID] [--limit=N] [--follow] [--data-only]
 
@@ -72,7 +82,7 @@ than before is a no-op. Prints the namespace afterwards.
 )"},
     {"info", R"(Usage: walctl info NAMESPACE
 
-Prints the namespace's slot (topic, partition), first_entry_id and next_entry_id.
+Prints the namespace's slot (topic, partition), first_entry_id, next_entry_id and writer epoch.
 )"},
     {"ls", R"(Usage: walctl ls
 
@@ -147,7 +157,8 @@ void PrintNamespace(const Cli& cli, const wal::v1::Namespace& ns, const char* no
             << "topic:          " << ns.topic() << "\n"
             << "partition:      " << ns.partition() << "\n"
             << "first_entry_id: " << ns.first_entry_id() << "\n"
-            << "next_entry_id:  " << ns.next_entry_id() << "\n";
+            << "next_entry_id:  " << ns.next_entry_id() << "\n"
+            << "epoch:          " << ns.epoch() << "\n";
 }
 
 // Progress of a long read or append on stderr, only when stderr is a terminal.
@@ -207,8 +218,19 @@ int Append(const Cli& cli, wal::Client& client, uint64_t ns) {
     if (!absl::SimpleAtoi(b->second, &batch) || batch == 0) return Usage("--batch needs N > 0");
   }
   Progress progress("appended");
+  uint64_t epoch = 0;
+  if (auto e = cli.flags.find("epoch"); e != cli.flags.end()) {
+    if (!absl::SimpleAtoi(e->second, &epoch)) return Usage("--epoch needs a number");
+  }
   auto send = [&](const std::vector<std::string>& entries) -> int {
-    auto ids = client.Append(ns, entries);
+    wal::v1::AppendRequest request;
+    for (const std::string& data : entries) {
+      wal::v1::Entry* e = request.add_entries();
+      e->set_namespace_id(ns);
+      e->set_data(data);
+      e->set_epoch(epoch);
+    }
+    auto ids = client.Append(request);
     if (!ids.ok()) return Report(ids.status());
     uint64_t bytes = 0;
     for (const auto& e : entries) bytes += e.size();
@@ -274,11 +296,12 @@ int List(const Cli& cli, wal::Client& client) {
     for (const auto& ns : *all) std::cout << ToJson(ns) << "\n";
     return 0;
   }
-  std::cout << absl::StrFormat("%-20s %-24s %9s %20s %20s\n", "NAMESPACE", "TOPIC", "PARTITION",
-                               "FIRST_ENTRY_ID", "NEXT_ENTRY_ID");
+  std::cout << absl::StrFormat("%-20s %-24s %9s %20s %20s %6s\n", "NAMESPACE", "TOPIC",
+                               "PARTITION", "FIRST_ENTRY_ID", "NEXT_ENTRY_ID", "EPOCH");
   for (const auto& ns : *all) {
-    std::cout << absl::StrFormat("%-20d %-24s %9d %20d %20d\n", ns.namespace_id(), ns.topic(),
-                                 ns.partition(), ns.first_entry_id(), ns.next_entry_id());
+    std::cout << absl::StrFormat("%-20d %-24s %9d %20d %20d %6d\n", ns.namespace_id(), ns.topic(),
+                                 ns.partition(), ns.first_entry_id(), ns.next_entry_id(),
+                                 ns.epoch());
   }
   return 0;
 }
@@ -344,7 +367,7 @@ int main(int argc, char** argv) {
     return true;
   };
   if (cli.command == "append") {
-    if (!allowed({"file", "batch"})) return Usage("append: unknown option");
+    if (!allowed({"file", "batch", "epoch"})) return Usage("append: unknown option");
     return Append(cli, client, ns);
   }
   if (cli.command == "read") {
@@ -377,6 +400,19 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (cli.args.size() != 1) return Usage(cli.command + " takes one NAMESPACE");
+  if (cli.command == "acquire") {
+    auto result = client.AcquireNamespace(ns);
+    if (!result.ok()) return Report(result.status());
+    if (cli.json) {
+      wal::v1::AcquireNamespaceResponse response;
+      *response.mutable_namespace_() = result->ns;
+      response.set_epoch(result->epoch);
+      std::cout << ToJson(response) << "\n";
+      return 0;
+    }
+    PrintNamespace(cli, result->ns, "acquired");
+    return 0;
+  }
   if (cli.command == "info") {
     auto result = client.GetNamespace(ns);
     if (!result.ok()) return Report(result.status());

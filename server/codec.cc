@@ -31,6 +31,9 @@ void PutHeader(const RecordHeader& h, char* out) {
   PutBigEndian(h.entry_bytes, 8, out + 8);
   PutBigEndian(h.entry_nonce, 8, out + 16);
   PutBigEndian(h.chunk_index, 4, out + 24);
+  PutBigEndian(h.stamp.epoch, 8, out + 28);
+  PutBigEndian(h.stamp.writer_id, 8, out + 36);
+  PutBigEndian(h.stamp.sequence, 8, out + 44);
 }
 
 }  // namespace
@@ -96,9 +99,10 @@ uint32_t EntryCrc(std::string_view data) {
 }
 
 std::vector<std::string> EncodeEntry(std::string_view data, uint64_t nonce,
-                                     size_t max_record_bytes) {
+                                     size_t max_record_bytes, const EntryStamp& stamp) {
   const size_t chunk_bytes = max_record_bytes - kRecordHeaderBytes;
   RecordHeader header;
+  header.stamp = stamp;
   header.entry_crc = EntryCrc(data);
   header.entry_bytes = data.size();
   header.entry_nonce = nonce;
@@ -124,6 +128,16 @@ std::vector<std::string> EncodeEntry(std::string_view data, uint64_t nonce,
   return records;
 }
 
+std::string EncodeFence(uint64_t epoch) {
+  RecordHeader header;
+  header.kind = RecordKind::kFence;
+  header.entry_crc = EntryCrc({});
+  header.stamp.epoch = epoch;
+  std::string record(kRecordHeaderBytes, '\0');
+  PutHeader(header, record.data());
+  return record;
+}
+
 absl::StatusOr<DecodedRecord> DecodeRecord(std::string_view value) {
   if (value.size() < 4) {
     return absl::InvalidArgumentError(absl::StrCat("record of ", value.size(), " bytes"));
@@ -133,9 +147,9 @@ absl::StatusOr<DecodedRecord> DecodeRecord(std::string_view value) {
         absl::StrCat("unknown record format version ", static_cast<uint8_t>(value[0])));
   }
   const uint8_t kind = static_cast<uint8_t>(value[1]);
-  if (kind < 1 || kind > 4) return absl::InvalidArgumentError(absl::StrCat("record kind ", kind));
+  if (kind < 1 || kind > 5) return absl::InvalidArgumentError(absl::StrCat("record kind ", kind));
   const size_t header_bytes = GetBigEndian(value.data() + 2, 2);
-  if (header_bytes < kRecordHeaderBytes || header_bytes > value.size()) {
+  if (header_bytes < kMinRecordHeaderBytes || header_bytes > value.size()) {
     return absl::InvalidArgumentError(
         absl::StrCat("header of ", header_bytes, " bytes in a record of ", value.size()));
   }
@@ -145,6 +159,11 @@ absl::StatusOr<DecodedRecord> DecodeRecord(std::string_view value) {
   record.header.entry_bytes = GetBigEndian(value.data() + 8, 8);
   record.header.entry_nonce = GetBigEndian(value.data() + 16, 8);
   record.header.chunk_index = static_cast<uint32_t>(GetBigEndian(value.data() + 24, 4));
+  if (header_bytes >= kRecordHeaderBytes) {
+    record.header.stamp.epoch = GetBigEndian(value.data() + 28, 8);
+    record.header.stamp.writer_id = GetBigEndian(value.data() + 36, 8);
+    record.header.stamp.sequence = GetBigEndian(value.data() + 44, 8);
+  }
   record.payload = value.substr(header_bytes);
   return record;
 }
@@ -157,6 +176,11 @@ void EntryAssembler::Add(int64_t offset, std::string_view value, std::vector<Ass
   }
   const RecordHeader& h = record->header;
   switch (h.kind) {
+    case RecordKind::kFence:
+      // Entries completed from here on must be of this epoch or later. (One that started
+      // before the fence and ends after it was acknowledged to a fenced writer: dropped too.)
+      min_epoch_ = std::max(min_epoch_, h.stamp.epoch);
+      return;
     case RecordKind::kFull:
       Complete(offset, h, std::string(record->payload), out);
       return;
@@ -218,8 +242,41 @@ void EntryAssembler::Complete(int64_t first_offset, const RecordHeader& header, 
     Release(out);
     return;
   }
-  ready_.emplace(first_offset, std::move(data));
+  if (header.stamp.epoch < min_epoch_) {
+    ++fenced_;
+    Release(out);
+    return;
+  }
+  ready_.emplace(first_offset,
+                 AssembledEntry{static_cast<uint64_t>(first_offset), std::move(data), header.stamp});
   Release(out);
+}
+
+bool EntryAssembler::FirstCopy(const EntryStamp& stamp) {
+  if (stamp.writer_id == 0 || stamp.sequence == 0) return true;
+  std::map<uint64_t, uint64_t>& ranges = seen_[stamp.writer_id];
+  const uint64_t seq = stamp.sequence;
+  auto next = ranges.upper_bound(seq);  // first range starting after seq
+  if (next != ranges.begin()) {
+    auto prev = std::prev(next);
+    if (prev->second >= seq) return false;  // inside a seen range
+    if (prev->second + 1 == seq) {          // extends prev
+      prev->second = seq;
+      if (next != ranges.end() && next->first == seq + 1) {
+        prev->second = next->second;
+        ranges.erase(next);
+      }
+      return true;
+    }
+  }
+  if (next != ranges.end() && next->first == seq + 1) {  // extends next downwards
+    const uint64_t last = next->second;
+    ranges.erase(next);
+    ranges.emplace(seq, last);
+    return true;
+  }
+  ranges.emplace(seq, seq);
+  return true;
 }
 
 void EntryAssembler::Release(std::vector<AssembledEntry>* out) {
@@ -228,7 +285,11 @@ void EntryAssembler::Release(std::vector<AssembledEntry>* out) {
     oldest_partial = std::min(oldest_partial, p.first_offset);
   while (!ready_.empty() && ready_.begin()->first < oldest_partial) {
     auto node = ready_.extract(ready_.begin());
-    out->push_back(AssembledEntry{static_cast<uint64_t>(node.key()), std::move(node.mapped())});
+    if (!FirstCopy(node.mapped().stamp)) {
+      ++duplicates_;
+      continue;
+    }
+    out->push_back(std::move(node.mapped()));
   }
 }
 

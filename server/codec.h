@@ -12,9 +12,15 @@
 //        8    8 size of the whole entry in bytes
 //       16    8 entry nonce: unique per entry and writer, ties the chunks of one entry together
 //       24    4 chunk index: 0 for Full and First, then 1, 2, ...
+//       28    8 writer epoch of the entry (0: the writer never acquired the namespace)
+//       36    8 writer id (0: none)
+//       44    8 sequence of the entry for its writer and namespace (0: none)
 //
+// Records written before the fields at 28..51 existed have a 28-byte header; they read as zero.
 // An entry that fits one record is Full; a larger one is First, Middle..., Last, produced back to
-// back through the one producer that owns the slot.
+// back through the one producer that owns the slot. A Fence record (kind 5, no payload) marks
+// where AcquireNamespace raised the namespace's epoch: later records of a lower epoch are not the
+// namespace's.
 #pragma once
 
 #include <cstddef>
@@ -29,10 +35,18 @@
 
 namespace wal {
 
-enum class RecordKind : uint8_t { kFull = 1, kFirst = 2, kMiddle = 3, kLast = 4 };
+enum class RecordKind : uint8_t { kFull = 1, kFirst = 2, kMiddle = 3, kLast = 4, kFence = 5 };
 
 inline constexpr uint8_t kRecordFormatVersion = 1;
-inline constexpr size_t kRecordHeaderBytes = 28;
+inline constexpr size_t kRecordHeaderBytes = 52;
+inline constexpr size_t kMinRecordHeaderBytes = 28;  // the first layout, still readable
+
+// Who wrote an entry: carried by each of its records.
+struct EntryStamp {
+  uint64_t epoch = 0;
+  uint64_t writer_id = 0;
+  uint64_t sequence = 0;
+};
 
 struct RecordHeader {
   RecordKind kind = RecordKind::kFull;
@@ -40,6 +54,7 @@ struct RecordHeader {
   uint64_t entry_bytes = 0;
   uint64_t entry_nonce = 0;
   uint32_t chunk_index = 0;
+  EntryStamp stamp;
 };
 
 struct DecodedRecord {
@@ -58,7 +73,9 @@ uint32_t EntryCrc(std::string_view data);
 // Splits `data` into record values of at most `max_record_bytes` each (header included).
 // `max_record_bytes` must exceed kRecordHeaderBytes.
 std::vector<std::string> EncodeEntry(std::string_view data, uint64_t nonce,
-                                     size_t max_record_bytes);
+                                     size_t max_record_bytes, const EntryStamp& stamp = {});
+// The fence record of `epoch`.
+std::string EncodeFence(uint64_t epoch);
 
 // Decodes one record value. Errors (unknown version or kind, short value) mean the record is not
 // ours to read; the caller skips and counts it.
@@ -67,6 +84,7 @@ absl::StatusOr<DecodedRecord> DecodeRecord(std::string_view value);
 struct AssembledEntry {
   uint64_t entry_id = 0;  // offset of the entry's first record
   std::string data;
+  EntryStamp stamp;
 };
 
 // Rebuilds the entries of one namespace from its records in offset order, and hands them out in
@@ -74,9 +92,15 @@ struct AssembledEntry {
 // chunks are matched by nonce, and a complete entry is held back while an earlier-starting one is
 // still incomplete. Incomplete, out-of-sequence, oversized or CRC-failing entries are never
 // returned; they are counted in skipped().
+//
+// Fencing: an entry whose epoch is below that of a fence record seen before its last record (or
+// below `min_epoch`, the fence known to precede the range) is dropped and counted in fenced().
+// Retries: of the entries with the same writer id and sequence, only the first in id order is
+// returned; the others are counted in duplicates().
 class EntryAssembler {
  public:
-  explicit EntryAssembler(uint64_t max_entry_bytes) : max_entry_bytes_(max_entry_bytes) {}
+  explicit EntryAssembler(uint64_t max_entry_bytes, uint64_t min_epoch = 0)
+      : max_entry_bytes_(max_entry_bytes), min_epoch_(min_epoch) {}
 
   // Feeds the record at `offset`; appends the entries that became ready to `out`.
   void Add(int64_t offset, std::string_view value, std::vector<AssembledEntry>* out);
@@ -84,6 +108,8 @@ class EntryAssembler {
   void Flush(std::vector<AssembledEntry>* out);
 
   uint64_t skipped() const { return skipped_; }
+  uint64_t fenced() const { return fenced_; }
+  uint64_t duplicates() const { return duplicates_; }
   // Bytes held in incomplete entries.
   size_t buffered_bytes() const { return buffered_bytes_; }
 
@@ -97,11 +123,19 @@ class EntryAssembler {
   void Complete(int64_t first_offset, const RecordHeader& header, std::string data,
                 std::vector<AssembledEntry>* out);
   void Release(std::vector<AssembledEntry>* out);
+  // True the first time a (writer, sequence) is seen.
+  bool FirstCopy(const EntryStamp& stamp);
 
   uint64_t max_entry_bytes_;
+  uint64_t min_epoch_;
   std::map<uint64_t, Partial> partials_;  // by nonce
-  std::map<int64_t, std::string> ready_;  // complete, held back; by entry id
+  std::map<int64_t, AssembledEntry> ready_;  // complete, held back; by entry id
+  // Sequences seen per writer id, as disjoint closed ranges (first -> last): retries and
+  // concurrent appends may arrive out of order, but the ranges stay few.
+  std::map<uint64_t, std::map<uint64_t, uint64_t>> seen_;
   uint64_t skipped_ = 0;
+  uint64_t fenced_ = 0;
+  uint64_t duplicates_ = 0;
   size_t buffered_bytes_ = 0;
 };
 

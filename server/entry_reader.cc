@@ -98,7 +98,8 @@ class EntryReader::Member {
         end_(params.follow ? std::numeric_limits<int64_t>::max() : end),
         stop_at_(stop_at),
         truncated_before_(ns_.truncated_before),
-        assembler_(reader->options_.max_entry_bytes) {}
+        // A fence before the start is not in the scanned range; the table knows its epoch.
+        assembler_(reader->options_.max_entry_bytes, ns_.FencedEpochBefore(start)) {}
 
   const Slot& slot() const { return ns_.slot; }
   int64_t start() const { return start_; }
@@ -150,6 +151,8 @@ class EntryReader::Member {
   void Finish(absl::Status status) {
     if (done_) return;
     reader_->records_skipped_ += assembler_.skipped();
+    reader_->metrics_->read_fenced_entries += assembler_.fenced();
+    reader_->metrics_->read_duplicate_entries += assembler_.duplicates();
     std::lock_guard<std::mutex> lock(mu_);
     done_ = true;
     status_ = std::move(status);
@@ -171,6 +174,8 @@ class EntryReader::Member {
       v1::Entry* out = batch_.add_entries();
       out->set_namespace_id(params_.namespace_id);
       out->set_entry_id(e.entry_id);
+      out->set_epoch(e.stamp.epoch);
+      out->set_sequence(e.stamp.sequence);
       batch_bytes_ += e.data.size();
       reader_->metrics_->read_bytes += e.data.size();
       ++reader_->metrics_->read_entries;

@@ -140,7 +140,12 @@ void EntryWriter::Append(std::vector<AppendItem> items, steady_clock::time_point
   std::vector<std::vector<std::string>> encoded;
   encoded.reserve(items.size());
   for (const AppendItem& item : items) {
-    encoded.push_back(EncodeEntry(item.data, next_nonce_.fetch_add(1), options_.max_record_bytes));
+    if (item.fence) {
+      encoded.push_back({EncodeFence(item.stamp.epoch)});
+    } else {
+      encoded.push_back(EncodeEntry(item.data, next_nonce_.fetch_add(1), options_.max_record_bytes,
+                                    item.stamp));
+    }
     total += encoded.back().size();
   }
   // Addresses of the records are handed to librdkafka: the vector is sized once, here.

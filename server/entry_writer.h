@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "server/codec.h"
 #include "server/kafka.h"
 #include "server/namespace_table.h"
 
@@ -37,6 +38,9 @@ struct AppendItem {
   Slot slot;
   uint64_t namespace_id = 0;
   std::string_view data;  // copied into records before Append returns
+  EntryStamp stamp;
+  // A fence record of stamp.epoch instead of an entry (AcquireNamespace); `data` is unused.
+  bool fence = false;
 };
 
 class EntryWriter {

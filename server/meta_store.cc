@@ -180,6 +180,16 @@ void MetaStore::Restate(const NamespaceState& state, Clock::time_point deadline)
   }
 }
 
+void MetaStore::RestateIfStale(uint64_t namespace_id, Clock::time_point deadline) {
+  std::optional<NamespaceState> state;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!table_.LatestRecordStale(namespace_id)) return;
+    state = table_.Get(namespace_id);
+  }
+  if (state) Restate(*state, deadline);
+}
+
 absl::StatusOr<std::pair<NamespaceState, bool>> MetaStore::Create(
     uint64_t namespace_id, const std::function<absl::StatusOr<int64_t>(const Slot&)>& slot_end,
     Clock::time_point deadline) {
@@ -219,9 +229,51 @@ absl::StatusOr<NamespaceState> MetaStore::Truncate(uint64_t namespace_id, int64_
   auto offset = ProduceAndApply(
       namespace_id, MakeRecord(NamespaceRecord::TRUNCATE, *state, options_.writer), deadline);
   if (!offset.ok()) return offset.status();
+  RestateIfStale(namespace_id, deadline);
   state = Get(namespace_id);
   if (!state) return absl::NotFoundError(absl::StrCat("namespace ", namespace_id, " was deleted"));
   return *state;
+}
+
+absl::StatusOr<NamespaceState> MetaStore::Acquire(uint64_t namespace_id,
+                                                  Clock::time_point deadline) {
+  // Each attempt proposes the next epoch; only the first record that raises the epoch counts.
+  // Losing means another acquirer won just now: try again above it.
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    std::optional<NamespaceState> state = Get(namespace_id);
+    if (!state) return absl::NotFoundError(absl::StrCat("namespace ", namespace_id, " not found"));
+    ++state->epoch;
+    auto offset = ProduceAndApply(
+        namespace_id, MakeRecord(NamespaceRecord::ACQUIRE, *state, options_.writer), deadline);
+    if (!offset.ok()) return offset.status();
+    RestateIfStale(namespace_id, deadline);
+    std::optional<NamespaceState> now = Get(namespace_id);
+    if (!now) return absl::NotFoundError(absl::StrCat("namespace ", namespace_id, " was deleted"));
+    if (now->epoch == state->epoch && now->epoch_meta_offset == *offset) return *now;
+  }
+  return absl::AbortedError(absl::StrCat("namespace ", namespace_id,
+                                         " is being acquired by others at the same time; retry"));
+}
+
+absl::StatusOr<NamespaceState> MetaStore::RecordFence(uint64_t namespace_id, Fence fence,
+                                                      Clock::time_point deadline) {
+  std::optional<NamespaceState> state = Get(namespace_id);
+  if (!state) return absl::NotFoundError(absl::StrCat("namespace ", namespace_id, " not found"));
+  state->fences.push_back(fence);
+  auto offset = ProduceAndApply(
+      namespace_id, MakeRecord(NamespaceRecord::FENCE, *state, options_.writer), deadline);
+  if (!offset.ok()) return offset.status();
+  RestateIfStale(namespace_id, deadline);
+  state = Get(namespace_id);
+  if (!state) return absl::NotFoundError(absl::StrCat("namespace ", namespace_id, " was deleted"));
+  return *state;
+}
+
+absl::Status MetaStore::CatchUp(Clock::time_point deadline) {
+  auto end = QueryWatermarks(consumer_->handle(), options_.topic, 0,
+                             std::max(1, std::min(10000, RemainingMs(deadline))));
+  if (!end.ok()) return end.status();
+  return WaitApplied(end->high - 1, deadline);
 }
 
 absl::Status MetaStore::Delete(uint64_t namespace_id, Clock::time_point deadline) {

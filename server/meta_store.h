@@ -48,6 +48,16 @@ class MetaStore {
   absl::StatusOr<NamespaceState> Truncate(uint64_t namespace_id, int64_t truncated_before,
                                           Clock::time_point deadline);
   absl::Status Delete(uint64_t namespace_id, Clock::time_point deadline);
+  // Raises the namespace's epoch by one and returns the state with the new epoch, which this
+  // call's record established (retrying when another server raised it at the same time).
+  // NOT_FOUND for an unknown namespace.
+  absl::StatusOr<NamespaceState> Acquire(uint64_t namespace_id, Clock::time_point deadline);
+  // Records that the fence record of `epoch` lies at `offset` of the namespace's slot.
+  absl::StatusOr<NamespaceState> RecordFence(uint64_t namespace_id, Fence fence,
+                                             Clock::time_point deadline);
+  // Reads the metadata topic up to its current end, so the table holds every change made
+  // before this call (by any server).
+  absl::Status CatchUp(Clock::time_point deadline);
 
   std::optional<NamespaceState> Get(uint64_t namespace_id) const;
   // Live namespaces per slot, in allocation order.
@@ -68,6 +78,9 @@ class MetaStore {
                                           Clock::time_point deadline);
   absl::Status WaitApplied(int64_t offset, Clock::time_point deadline);
   void Restate(const NamespaceState& state, Clock::time_point deadline);
+  // Restates the namespace if the latest record of its key falls short of its state (it was
+  // written from a stale view), so that compaction cannot lose a change.
+  void RestateIfStale(uint64_t namespace_id, Clock::time_point deadline);
 
   const MetaOptions options_;
   std::unique_ptr<Producer> producer_;

@@ -25,6 +25,12 @@ constexpr Family kFamilies[] = {
     {"walserver_append_entries_total", "counter", "Entries acknowledged by Kafka."},
     {"walserver_read_bytes_total", "counter", "Entry bytes streamed to readers."},
     {"walserver_read_entries_total", "counter", "Entries streamed to readers."},
+    {"walserver_read_fenced_entries_total", "counter",
+     "Entries reads dropped because a fence of a newer writer epoch preceded them."},
+    {"walserver_read_duplicate_entries_total", "counter",
+     "Entries reads dropped as a retried copy (same writer id and sequence) of an earlier one."},
+    {"walserver_appends_fenced_total", "counter",
+     "Append calls refused with FAILED_PRECONDITION because the writer's epoch was fenced."},
     {"walserver_appends_in_flight", "gauge", "Append calls waiting for Kafka."},
     {"walserver_reads_in_progress", "gauge", "Read streams running."},
     {"walserver_records_skipped_total", "counter",
@@ -196,6 +202,11 @@ std::string Metrics::Render() const {
   w.Sample("walserver_append_entries_total", {}, static_cast<double>(append_entries.load()));
   w.Sample("walserver_read_bytes_total", {}, static_cast<double>(read_bytes.load()));
   w.Sample("walserver_read_entries_total", {}, static_cast<double>(read_entries.load()));
+  w.Sample("walserver_read_fenced_entries_total", {},
+           static_cast<double>(read_fenced_entries.load()));
+  w.Sample("walserver_read_duplicate_entries_total", {},
+           static_cast<double>(read_duplicate_entries.load()));
+  w.Sample("walserver_appends_fenced_total", {}, static_cast<double>(appends_fenced.load()));
   w.Sample("walserver_appends_in_flight", {}, static_cast<double>(appends_in_flight.load()));
   w.Sample("walserver_reads_in_progress", {}, static_cast<double>(reads_in_progress.load()));
   for (const Collector& c : collectors) c(w);

@@ -6,6 +6,45 @@ namespace wal {
 
 using meta::v1::NamespaceRecord;
 
+namespace {
+
+std::vector<Fence> FencesOf(const NamespaceRecord& r) {
+  std::vector<Fence> out;
+  for (const auto& f : r.fences()) out.push_back(Fence{f.epoch(), f.offset()});
+  return out;
+}
+
+// Adds `more` to `fences` (one fence per epoch), keeps them in offset order, and drops those
+// below `truncated_before` except the last: a read never starts below truncated_before, and
+// needs only the highest epoch fenced before its start.
+void MergeFences(const std::vector<Fence>& more, int64_t truncated_before,
+                 std::vector<Fence>* fences) {
+  for (const Fence& f : more) {
+    const bool known = std::any_of(fences->begin(), fences->end(),
+                                   [&](const Fence& g) { return g.epoch == f.epoch; });
+    if (!known) fences->push_back(f);
+  }
+  std::sort(fences->begin(), fences->end(), [](const Fence& a, const Fence& b) {
+    return std::make_pair(a.offset, a.epoch) < std::make_pair(b.offset, b.epoch);
+  });
+  size_t below = 0;
+  while (below < fences->size() && (*fences)[below].offset < truncated_before) ++below;
+  if (below > 1) fences->erase(fences->begin(), fences->begin() + (below - 1));
+}
+
+// Whether `r` alone would rebuild `state` (what compaction may leave of a key).
+bool CarriesState(const NamespaceRecord& r, const NamespaceState& state) {
+  if (!state.SameAssignment(r) || r.truncated_before() != state.truncated_before ||
+      r.epoch() != state.epoch) {
+    return false;
+  }
+  std::vector<Fence> fences;
+  MergeFences(FencesOf(r), state.truncated_before, &fences);
+  return fences == state.fences;
+}
+
+}  // namespace
+
 NamespaceTable::NamespaceTable(std::vector<Slot> slots)
     : slots_(std::move(slots)), load_(slots_.size(), 0) {
   for (size_t i = 0; i < slots_.size(); ++i) {
@@ -30,6 +69,10 @@ void NamespaceTable::Establish(Row& row, uint64_t id, const NamespaceRecord& r,
   row.state.truncated_before = r.truncated_before();
   row.state.deleted = r.deleted() || r.kind() == NamespaceRecord::DELETE;
   row.state.meta_offset = meta_offset;
+  row.state.epoch = r.epoch();
+  row.state.epoch_meta_offset = meta_offset;
+  row.state.fences.clear();
+  MergeFences(FencesOf(r), row.state.truncated_before, &row.state.fences);
   row.latest_record_stale = false;
   CountLoad(row.state, +1);
 }
@@ -53,22 +96,32 @@ ApplyOutcome NamespaceTable::Apply(uint64_t id, const NamespaceRecord& r, int64_
     row.latest_record_stale = true;
     return ApplyOutcome::kLostRace;
   }
-  // TRUNCATE, RESTATE, DELETE apply only to the assignment they name.
+  // Every other kind applies only to the assignment it names, and only raises: truncation,
+  // epoch and fences merge, so records written from stale views never undo a change.
   if (row.state.deleted || !row.state.SameAssignment(r)) {
     if (!row.state.deleted) row.latest_record_stale = true;
     return ApplyOutcome::kIgnored;
   }
-  row.latest_record_stale = false;
+  NamespaceState& state = row.state;
   bool changed = false;
-  if (r.truncated_before() > row.state.truncated_before) {
-    row.state.truncated_before = r.truncated_before();
+  if (r.truncated_before() > state.truncated_before) {
+    state.truncated_before = r.truncated_before();
     changed = true;
   }
+  if (r.epoch() > state.epoch) {
+    state.epoch = r.epoch();
+    state.epoch_meta_offset = meta_offset;
+    changed = true;
+  }
+  const std::vector<Fence> before = state.fences;
+  MergeFences(FencesOf(r), state.truncated_before, &state.fences);
+  if (state.fences != before) changed = true;
   if (r.kind() == NamespaceRecord::DELETE || r.deleted()) {
-    CountLoad(row.state, -1);
-    row.state.deleted = true;
-    changed = true;
+    CountLoad(state, -1);
+    state.deleted = true;
+    return ApplyOutcome::kUpdated;
   }
+  row.latest_record_stale = !CarriesState(r, state);
   return changed ? ApplyOutcome::kUpdated : ApplyOutcome::kIgnored;
 }
 
@@ -100,6 +153,11 @@ std::vector<NamespaceState> NamespaceTable::NeedingRestate() const {
   return out;
 }
 
+bool NamespaceTable::LatestRecordStale(uint64_t id) const {
+  auto it = rows_.find(id);
+  return it != rows_.end() && !it->second.state.deleted && it->second.latest_record_stale;
+}
+
 NamespaceRecord MakeRecord(NamespaceRecord::Kind kind, const NamespaceState& state,
                            const std::string& writer) {
   NamespaceRecord r;
@@ -111,6 +169,12 @@ NamespaceRecord MakeRecord(NamespaceRecord::Kind kind, const NamespaceState& sta
   r.set_truncated_before(state.truncated_before);
   r.set_deleted(state.deleted);
   r.set_writer(writer);
+  r.set_epoch(state.epoch);
+  for (const Fence& f : state.fences) {
+    auto* out = r.add_fences();
+    out->set_epoch(f.epoch);
+    out->set_offset(f.offset);
+  }
   return r;
 }
 

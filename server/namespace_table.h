@@ -4,6 +4,7 @@
 // guards it.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -20,6 +21,13 @@ struct Slot {
   bool operator==(const Slot& o) const { return topic == o.topic && partition == o.partition; }
 };
 
+// A fence record in a slot: the namespace's records of a lower epoch after it are ignored.
+struct Fence {
+  uint64_t epoch = 0;
+  int64_t offset = 0;
+  bool operator==(const Fence& o) const { return epoch == o.epoch && offset == o.offset; }
+};
+
 struct NamespaceState {
   uint64_t namespace_id = 0;
   Slot slot;
@@ -27,9 +35,21 @@ struct NamespaceState {
   int64_t truncated_before = 0;  // entries below are truncated
   bool deleted = false;
   int64_t meta_offset = -1;  // offset of the meta record that established this assignment
+  uint64_t epoch = 0;        // current writer epoch; 0 until the first AcquireNamespace
+  int64_t epoch_meta_offset = -1;  // offset of the meta record that raised the epoch to `epoch`
+  // Fences in offset order: those at or after truncated_before and the last one before it.
+  std::vector<Fence> fences;
 
   // Lowest readable entry id.
   int64_t first_entry_id() const { return std::max(start_offset, truncated_before); }
+  // The highest epoch fenced before `offset`: a read starting there ignores lower epochs.
+  uint64_t FencedEpochBefore(int64_t offset) const {
+    uint64_t e = 0;
+    for (const Fence& f : fences) {
+      if (f.offset < offset) e = std::max(e, f.epoch);
+    }
+    return e;
+  }
   bool SameAssignment(const meta::v1::NamespaceRecord& r) const {
     return slot.topic == r.topic() && slot.partition == r.partition() &&
            start_offset == r.start_offset();
@@ -38,7 +58,7 @@ struct NamespaceState {
 
 enum class ApplyOutcome {
   kCreated,   // a new assignment (a CREATE, or any record of a namespace not seen before)
-  kUpdated,   // truncation raised or namespace deleted
+  kUpdated,   // truncation or epoch raised, fence added, or namespace deleted
   kIgnored,   // no change: a duplicate, or a stale record of an earlier assignment
   kLostRace,  // a CREATE for a namespace that already had a live assignment
 };
@@ -64,6 +84,8 @@ class NamespaceTable {
   // race or a stale record came last). Log compaction keeps only the latest record of a key, so
   // these need their assignment restated.
   std::vector<NamespaceState> NeedingRestate() const;
+  // Whether the latest record of a live namespace falls short of its state (see NeedingRestate).
+  bool LatestRecordStale(uint64_t namespace_id) const;
   size_t live_count() const { return live_; }
   const std::vector<Slot>& slots() const { return slots_; }
 

@@ -63,6 +63,7 @@ class WalServer {
   uint64_t max_entry_bytes() const { return max_entry_bytes_; }
   MockCluster* mock_cluster() const { return mock_.get(); }
   const EntryReader& reader() const { return *reader_; }
+  const Metrics& metrics() const { return metrics_; }
 
  private:
   WalServer() = default;

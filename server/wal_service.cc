@@ -1,6 +1,7 @@
 #include "server/wal_service.h"
 
 #include <deque>
+#include <future>
 #include <map>
 
 #include "absl/strings/numbers.h"
@@ -158,6 +159,7 @@ void WalServiceImpl::Fill(const NamespaceState& state, int64_t slot_end, v1::Nam
   out->set_partition(state.slot.partition);
   out->set_first_entry_id(static_cast<uint64_t>(state.first_entry_id()));
   out->set_next_entry_id(static_cast<uint64_t>(std::max(slot_end, state.first_entry_id())));
+  out->set_epoch(state.epoch);
 }
 
 grpc::ServerUnaryReactor* WalServiceImpl::Defer(
@@ -197,38 +199,47 @@ grpc::ServerUnaryReactor* WalServiceImpl::CreateNamespace(grpc::CallbackServerCo
   });
 }
 
-grpc::ServerUnaryReactor* WalServiceImpl::Append(grpc::CallbackServerContext* ctx,
-                                                 const v1::AppendRequest* request,
-                                                 v1::AppendResponse* response) {
-  if (request->entries().empty()) {
-    return FinishNow(ctx, absl::InvalidArgumentError("the append carries no entries"));
-  }
-  // Check everything before writing anything: a bad request writes nothing.
-  std::vector<AppendItem> items;
-  items.reserve(request->entries_size());
-  std::map<uint64_t, Slot> slots;
-  for (int i = 0; i < request->entries_size(); ++i) {
-    const v1::Entry& entry = request->entries(i);
+absl::Status WalServiceImpl::PrepareAppend(const v1::AppendRequest& request,
+                                           std::vector<AppendItem>* items, bool* epoch_ahead) {
+  if (request.entries().empty()) return absl::InvalidArgumentError("the append carries no entries");
+  items->clear();
+  items->reserve(request.entries_size());
+  std::map<uint64_t, NamespaceState> known;
+  for (int i = 0; i < request.entries_size(); ++i) {
+    const v1::Entry& entry = request.entries(i);
     if (absl::Status s =
             CheckId(entry.namespace_id(), absl::StrCat("entries[", i, "].namespace_id"));
         !s.ok()) {
-      return FinishNow(ctx, s);
+      return s;
     }
     if (entry.data().size() > options_.max_entry_bytes) {
-      return FinishNow(
-          ctx, absl::InvalidArgumentError(absl::StrCat(
-                   "entries[", i, "] is ", entry.data().size(), " bytes, over the limit of ",
-                   options_.max_entry_bytes, " bytes (max_entry_bytes); nothing was written")));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "entries[", i, "] is ", entry.data().size(), " bytes, over the limit of ",
+          options_.max_entry_bytes, " bytes (max_entry_bytes); nothing was written"));
     }
-    auto it = slots.find(entry.namespace_id());
-    if (it == slots.end()) {
+    auto it = known.find(entry.namespace_id());
+    if (it == known.end()) {
       std::optional<NamespaceState> state = meta_->Get(entry.namespace_id());
-      if (!state) return FinishNow(ctx, NotFound(entry.namespace_id()));
-      it = slots.emplace(entry.namespace_id(), state->slot).first;
+      if (!state) return NotFound(entry.namespace_id());
+      it = known.emplace(entry.namespace_id(), std::move(*state)).first;
     }
-    items.push_back(AppendItem{it->second, entry.namespace_id(), entry.data()});
+    const NamespaceState& ns = it->second;
+    if (entry.epoch() < ns.epoch) {
+      ++metrics_->appends_fenced;
+      return absl::FailedPreconditionError(absl::StrCat(
+          "entries[", i, "]: namespace ", ns.namespace_id, " was acquired with epoch ", ns.epoch,
+          "; this writer's epoch ", entry.epoch(),
+          " is fenced (another writer owns the namespace now); nothing was written"));
+    }
+    if (entry.epoch() > ns.epoch) *epoch_ahead = true;
+    items->push_back(AppendItem{ns.slot, entry.namespace_id(), entry.data(),
+                                EntryStamp{entry.epoch(), request.writer_id(), entry.sequence()}});
   }
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  return absl::OkStatus();
+}
+
+void WalServiceImpl::StartAppend(grpc::ServerUnaryReactor* reactor, Clock::time_point deadline,
+                                 std::vector<AppendItem> items, v1::AppendResponse* response) {
   uint64_t bytes = 0;
   for (const AppendItem& item : items) bytes += item.data.size();
   // Backpressure: past the cap, say so instead of queueing without bound. A request alone always
@@ -236,14 +247,14 @@ grpc::ServerUnaryReactor* WalServiceImpl::Append(grpc::CallbackServerContext* ct
   const uint64_t before = inflight_append_bytes_.fetch_add(bytes);
   if (before + bytes > options_.max_inflight_append_bytes && before > 0) {
     inflight_append_bytes_ -= bytes;
-    return FinishNow(ctx,
-                     absl::ResourceExhaustedError(absl::StrCat(
-                         "appends of ", before, " bytes are already waiting for Kafka (limit ",
-                         options_.max_inflight_append_bytes,
-                         " bytes, max_inflight_append_bytes); nothing was written, retry later")));
+    reactor->Finish(ToGrpcStatus(absl::ResourceExhaustedError(absl::StrCat(
+        "appends of ", before, " bytes are already waiting for Kafka (limit ",
+        options_.max_inflight_append_bytes,
+        " bytes, max_inflight_append_bytes); nothing was written, retry later"))));
+    return;
   }
   ++metrics_->appends_in_flight;
-  writer_->Append(std::move(items), SteadyDeadline(*ctx),
+  writer_->Append(std::move(items), deadline,
                   [this, reactor, response, bytes](absl::StatusOr<std::vector<uint64_t>> ids) {
                     --metrics_->appends_in_flight;
                     inflight_append_bytes_ -= bytes;
@@ -256,6 +267,44 @@ grpc::ServerUnaryReactor* WalServiceImpl::Append(grpc::CallbackServerContext* ct
                     response->mutable_entry_ids()->Assign(ids->begin(), ids->end());
                     reactor->Finish(grpc::Status::OK);
                   });
+}
+
+grpc::ServerUnaryReactor* WalServiceImpl::Append(grpc::CallbackServerContext* ctx,
+                                                 const v1::AppendRequest* request,
+                                                 v1::AppendResponse* response) {
+  std::vector<AppendItem> items;
+  bool epoch_ahead = false;
+  if (absl::Status s = PrepareAppend(*request, &items, &epoch_ahead); !s.ok()) {
+    return FinishNow(ctx, s);
+  }
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  if (!epoch_ahead) {
+    StartAppend(reactor, SteadyDeadline(*ctx), std::move(items), response);
+    return reactor;
+  }
+  // An epoch this server has not seen: catch up with the metadata topic (off the gRPC thread),
+  // then it must be known; an epoch never issued is refused.
+  const Clock::time_point deadline = SteadyDeadline(*ctx);
+  const Clock::time_point admin_deadline = AdminDeadline(ctx);
+  admin_pool_.Post([this, reactor, request, response, deadline, admin_deadline] {
+    if (absl::Status s = meta_->CatchUp(admin_deadline); !s.ok()) {
+      reactor->Finish(ToGrpcStatus(s));
+      return;
+    }
+    std::vector<AppendItem> items;
+    bool still_ahead = false;
+    absl::Status s = PrepareAppend(*request, &items, &still_ahead);
+    if (s.ok() && still_ahead) {
+      s = absl::FailedPreconditionError(
+          "an entry carries an epoch that AcquireNamespace never issued for its namespace; "
+          "nothing was written");
+    }
+    if (!s.ok()) {
+      reactor->Finish(ToGrpcStatus(s));
+      return;
+    }
+    StartAppend(reactor, deadline, std::move(items), response);
+  });
   return reactor;
 }
 
@@ -363,6 +412,47 @@ grpc::ServerUnaryReactor* WalServiceImpl::DeleteNamespace(grpc::CallbackServerCo
     absl::Status status = meta_->Delete(request->namespace_id(), deadline);
     if (status.ok()) spdlog::info("deleted namespace {}", request->namespace_id());
     return status;
+  });
+}
+
+grpc::ServerUnaryReactor* WalServiceImpl::AcquireNamespace(
+    grpc::CallbackServerContext* ctx, const v1::AcquireNamespaceRequest* request,
+    v1::AcquireNamespaceResponse* response) {
+  if (absl::Status s = CheckId(request->namespace_id()); !s.ok()) return FinishNow(ctx, s);
+  if (!meta_->Get(request->namespace_id()))
+    return FinishNow(ctx, NotFound(request->namespace_id()));
+  return Defer(ctx, [this, request, response](Clock::time_point deadline) -> absl::Status {
+    const uint64_t ns_id = request->namespace_id();
+    // 1. The new epoch, in the metadata topic: from now on this server refuses older epochs,
+    //    and so does every other one once it has read that far.
+    auto state = meta_->Acquire(ns_id, deadline);
+    if (!state.ok()) return state.status();
+    const uint64_t epoch = state->epoch;
+    // 2. The fence in the slot: a server that has not read the new epoch yet may still write
+    //    older ones, but readers drop whatever of them lands after the fence.
+    std::promise<absl::StatusOr<std::vector<uint64_t>>> fenced;
+    AppendItem fence{state->slot, ns_id, {}, EntryStamp{epoch, 0, 0}, /*fence=*/true};
+    writer_->Append({fence}, deadline, [&fenced](absl::StatusOr<std::vector<uint64_t>> ids) {
+      fenced.set_value(std::move(ids));
+    });
+    absl::StatusOr<std::vector<uint64_t>> fence_at = fenced.get_future().get();
+    if (!fence_at.ok()) {
+      return absl::Status(fence_at.status().code(),
+                          absl::StrCat("epoch ", epoch, " of namespace ", ns_id,
+                                       " was recorded but its fence was not written (",
+                                       fence_at.status().message(), "); acquire again"));
+    }
+    // 3. Where the fence lies, so that reads starting after it know the epoch it set.
+    state = meta_->RecordFence(ns_id, Fence{epoch, static_cast<int64_t>((*fence_at)[0])},
+                               deadline);
+    if (!state.ok()) return state.status();
+    auto end = SlotEnd(state->slot, deadline);
+    if (!end.ok()) return end.status();
+    Fill(*state, *end, response->mutable_namespace_());
+    response->set_epoch(epoch);
+    spdlog::info("namespace {} acquired with epoch {}, fence at offset {}", ns_id, epoch,
+                 (*fence_at)[0]);
+    return absl::OkStatus();
   });
 }
 

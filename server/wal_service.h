@@ -49,8 +49,19 @@ class WalServiceImpl final : public v1::WalService::CallbackService {
   grpc::ServerUnaryReactor* DeleteNamespace(grpc::CallbackServerContext* ctx,
                                             const v1::DeleteNamespaceRequest* request,
                                             v1::DeleteNamespaceResponse* response) override;
+  grpc::ServerUnaryReactor* AcquireNamespace(grpc::CallbackServerContext* ctx,
+                                             const v1::AcquireNamespaceRequest* request,
+                                             v1::AcquireNamespaceResponse* response) override;
 
  private:
+  // Checks every entry of an append and builds its items: a bad request writes nothing.
+  // `epoch_ahead` is set when an entry carries an epoch above the one this server knows (an
+  // acquisition through another server that the table has not caught up with yet).
+  absl::Status PrepareAppend(const v1::AppendRequest& request, std::vector<AppendItem>* items,
+                             bool* epoch_ahead);
+  // Hands prepared items to the writer (after the in-flight cap) and finishes `reactor`.
+  void StartAppend(grpc::ServerUnaryReactor* reactor, Clock::time_point deadline,
+                   std::vector<AppendItem> items, v1::AppendResponse* response);
   // Runs `work` on the admin pool and finishes the call with its status.
   grpc::ServerUnaryReactor* Defer(grpc::CallbackServerContext* ctx,
                                   std::function<absl::Status(Clock::time_point)> work);

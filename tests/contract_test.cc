@@ -6,9 +6,11 @@
 #include <atomic>
 #include <cstdlib>
 #include <map>
+#include <set>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "server/codec.h"
 #include "tests/support/test_util.h"
 
 namespace wal::testing {
@@ -345,6 +347,158 @@ TEST_F(ContractTest, ForeignRecordsInASlotAreSkipped) {
   EXPECT_GE(client_->GetNamespace(ns)->next_entry_id(), after_kcat + 1);
   EXPECT_EQ(ReadData(ns), (std::vector<std::string>{"one", "two", "three"}));
   EXPECT_GE(server_->reader().records_skipped(), 2u);
+}
+
+TEST_F(ContractTest, AcquireRaisesTheEpochAndRefusesOlderWriters) {
+  Create(1);
+  EXPECT_EQ(client_->GetNamespace(1)->epoch(), 0u);
+  Append(1, {"old client"});  // epoch 0 works while nobody acquired the namespace
+  auto b = Connect(server_->address());
+  auto acquired = b->AcquireNamespace(1);
+  ASSERT_TRUE(acquired.ok()) << acquired.status();
+  EXPECT_EQ(acquired->epoch, 1u);
+  EXPECT_EQ(acquired->ns.epoch(), 1u);
+  const uint64_t end = client_->GetNamespace(1)->next_entry_id();
+
+  // The old writer (epoch 0) is refused, and nothing of its batch is written.
+  auto refused = client_->Append(1, {"zombie 1", "zombie 2"});
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition) << refused.status();
+  EXPECT_NE(refused.status().message().find("epoch 1"), absl::string_view::npos);
+  EXPECT_EQ(client_->GetNamespace(1)->next_entry_id(), end);
+
+  auto ids = b->Append(1, {"new owner"});  // the client sends the epoch it acquired
+  ASSERT_TRUE(ids.ok()) << ids.status();
+
+  // An epoch nobody issued is refused too.
+  v1::AppendRequest future;
+  auto* e = future.add_entries();
+  e->set_namespace_id(1);
+  e->set_epoch(7);
+  e->set_data("from the future");
+  EXPECT_EQ(client_->Append(future).status().code(), absl::StatusCode::kFailedPrecondition);
+
+  auto again = client_->AcquireNamespace(1);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->epoch, 2u);
+  EXPECT_EQ(b->Append(1, {"b fenced"}).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(client_->GetNamespace(1)->epoch(), 2u);
+
+  auto entries = client_->ReadAll(1);
+  ASSERT_TRUE(entries.ok()) << entries.status();
+  ASSERT_EQ(entries->size(), 2u);
+  EXPECT_EQ((*entries)[0].data(), "old client");
+  EXPECT_EQ((*entries)[0].epoch(), 0u);
+  EXPECT_EQ((*entries)[1].data(), "new owner");
+  EXPECT_EQ((*entries)[1].epoch(), 1u);
+  EXPECT_EQ((*entries)[1].entry_id(), (*ids)[0]);
+
+  EXPECT_EQ(client_->AcquireNamespace(0).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(client_->AcquireNamespace(4242).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(ContractTest, RecordsOfAFencedEpochWrittenAfterTheFenceAreIgnored) {
+  Create(2);
+  auto a = Connect(server_->address());
+  ASSERT_TRUE(a->AcquireNamespace(2).ok());
+  auto before = a->Append(2, {"a before"});
+  ASSERT_TRUE(before.ok()) << before.status();
+  auto b = client_->AcquireNamespace(2);
+  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_EQ(b->epoch, 2u);
+  // A walserver that has not read epoch 2 yet writes for A after the fence: simulate it.
+  const std::string zombie = EncodeEntry("a after the fence", 99, 1000, {1, 77, 1})[0];
+  auto zombie_at =
+      ProduceRaw(Bootstrap(), b->ns.topic(), b->ns.partition(), EncodeKey(2), zombie);
+  ASSERT_TRUE(zombie_at.ok()) << zombie_at.status();
+  ASSERT_TRUE(client_->Append(2, {"b after"}).ok());
+
+  EXPECT_EQ(ReadData(2), (std::vector<std::string>{"a before", "b after"}));
+  // A read that starts after the fence, at the zombie record, knows the epoch from the table.
+  EXPECT_EQ(ReadData(2, static_cast<uint64_t>(*zombie_at)), (std::vector<std::string>{"b after"}));
+  const std::string metrics = server_->metrics().Render();
+  EXPECT_NE(metrics.find("walserver_read_fenced_entries_total 2"), std::string::npos) << metrics;
+}
+
+TEST_F(ContractTest, RetriedAppendsAreReadOnce) {
+  Create(3);
+  // The same request sent three times, as a client does after lost answers; then a request
+  // that overlaps it.
+  v1::AppendRequest request;
+  request.set_writer_id(55);
+  for (uint64_t seq : {1, 2}) {
+    auto* e = request.add_entries();
+    e->set_namespace_id(3);
+    e->set_sequence(seq);
+    e->set_data(absl::StrCat("seq ", seq));
+  }
+  std::vector<uint64_t> first_ids;
+  for (int i = 0; i < 3; ++i) {
+    grpc::ClientContext ctx;
+    v1::AppendResponse response;
+    ASSERT_TRUE(client_->stub().Append(&ctx, request, &response).ok());
+    if (i == 0) first_ids.assign(response.entry_ids().begin(), response.entry_ids().end());
+  }
+  request.mutable_entries(0)->set_sequence(3);
+  request.mutable_entries(0)->set_data("seq 3");
+  {
+    grpc::ClientContext ctx;
+    v1::AppendResponse response;
+    ASSERT_TRUE(client_->stub().Append(&ctx, request, &response).ok());
+  }
+  auto entries = client_->ReadAll(3);
+  ASSERT_TRUE(entries.ok()) << entries.status();
+  ASSERT_EQ(entries->size(), 3u);
+  EXPECT_EQ((*entries)[0].data(), "seq 1");
+  EXPECT_EQ((*entries)[0].entry_id(), first_ids[0]);
+  EXPECT_EQ((*entries)[1].data(), "seq 2");
+  EXPECT_EQ((*entries)[1].entry_id(), first_ids[1]);
+  EXPECT_EQ((*entries)[2].data(), "seq 3");
+  EXPECT_EQ((*entries)[2].sequence(), 3u);
+}
+
+TEST_F(ContractTest, ClientRetriesAfterLostAnswersWithoutDuplicates) {
+  Create(4);
+  Create(5);
+  LostAnswers lost;
+  auto losing = LosingClient(server_->address(), 3, &lost);
+  std::vector<std::string> expected4, expected5;
+  for (int i = 0; i < 30; ++i) {
+    v1::AppendRequest request;
+    for (uint64_t ns : {4, 5}) {
+      auto* e = request.add_entries();
+      e->set_namespace_id(ns);
+      e->set_data(absl::StrCat("ns ", ns, " entry ", i));
+      (ns == 4 ? expected4 : expected5).push_back(e->data());
+    }
+    auto ids = losing->Append(request);
+    ASSERT_TRUE(ids.ok()) << ids.status();
+  }
+  // AppendAsync retries the same way.
+  std::atomic<int> pending{10};
+  std::atomic<int> failed{0};
+  for (int i = 0; i < 10; ++i) {
+    v1::AppendRequest request;
+    auto* e = request.add_entries();
+    e->set_namespace_id(4);
+    e->set_data(absl::StrCat("async ", i));
+    losing->AppendAsync(std::move(request), [&](absl::StatusOr<std::vector<uint64_t>> ids) {
+      if (!ids.ok()) ++failed;
+      --pending;
+    });
+  }
+  while (pending > 0) std::this_thread::sleep_for(milliseconds(5));
+  EXPECT_EQ(failed, 0);
+  EXPECT_GE(lost.count, 13) << "the test must really have lost answers";
+
+  auto read4 = ReadData(4);
+  ASSERT_EQ(read4.size(), 40u);
+  EXPECT_EQ(std::vector<std::string>(read4.begin(), read4.begin() + 30), expected4);
+  std::set<std::string> async(read4.begin() + 30, read4.end());
+  EXPECT_EQ(async.size(), 10u) << "each async entry exactly once";
+  EXPECT_EQ(ReadData(5), expected5);
+  // The retried copies are in the slot: reads dropped them.
+  const std::string metrics = server_->metrics().Render();
+  EXPECT_EQ(metrics.find("walserver_read_duplicate_entries_total 0\n"), std::string::npos);
 }
 
 }  // namespace

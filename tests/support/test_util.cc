@@ -9,9 +9,12 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/support/client_interceptor.h"
 
 namespace wal::testing {
 
@@ -44,6 +47,83 @@ std::unique_ptr<Client> Connect(const std::string& address, std::chrono::millise
   auto client = Client::Connect(options);
   EXPECT_TRUE(client.ok()) << client.status();
   return client.ok() ? std::move(*client) : nullptr;
+}
+
+namespace {
+
+class LoseAnswer : public grpc::experimental::Interceptor {
+ public:
+  LoseAnswer(int lose_every, std::atomic<int>* calls, LostAnswers* lost)
+      : lose_every_(lose_every), calls_(calls), lost_(lost) {}
+  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+    using grpc::experimental::InterceptionHookPoints;
+    if (methods->QueryInterceptionHookPoint(InterceptionHookPoints::POST_RECV_STATUS)) {
+      grpc::Status* status = methods->GetRecvStatus();
+      if (status->ok() && ++*calls_ % lose_every_ == 0) {
+        ++lost_->count;
+        *status = grpc::Status(grpc::StatusCode::UNAVAILABLE, "answer lost on the way (test)");
+      }
+    }
+    methods->Proceed();
+  }
+
+ private:
+  const int lose_every_;
+  std::atomic<int>* calls_;
+  LostAnswers* lost_;
+};
+
+class LoseAnswers : public grpc::experimental::ClientInterceptorFactoryInterface {
+ public:
+  LoseAnswers(int lose_every, LostAnswers* lost) : lose_every_(lose_every), lost_(lost) {}
+  grpc::experimental::Interceptor* CreateClientInterceptor(
+      grpc::experimental::ClientRpcInfo* info) override {
+    if (std::string(info->method()) != "/wal.v1.WalService/Append") return nullptr;
+    return new LoseAnswer(lose_every_, &calls_, lost_);
+  }
+
+ private:
+  const int lose_every_;
+  LostAnswers* lost_;
+  std::atomic<int> calls_{0};
+};
+
+}  // namespace
+
+std::unique_ptr<Client> LosingClient(const std::string& address, int lose_every, LostAnswers* lost,
+                                     ClientOptions options) {
+  std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>> factories;
+  factories.push_back(std::make_unique<LoseAnswers>(lose_every, lost));
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(-1);
+  args.SetMaxSendMessageSize(-1);
+  auto channel = grpc::experimental::CreateCustomChannelWithInterceptors(
+      address, grpc::InsecureChannelCredentials(), args, std::move(factories));
+  options.retry_backoff = std::chrono::milliseconds(10);
+  return Client::OnChannel(std::move(channel), options);
+}
+
+absl::StatusOr<int64_t> ProduceRaw(const std::string& bootstrap, const std::string& topic,
+                                   int32_t partition, const std::string& key,
+                                   const std::string& value) {
+  struct Waiter : DeliveryHandler {
+    std::promise<std::pair<rd_kafka_resp_err_t, int64_t>> done;
+    void OnDelivery(rd_kafka_resp_err_t err, int64_t offset) override {
+      done.set_value({err, offset});
+    }
+  } waiter;
+  auto producer = Producer::Create({{"bootstrap.servers", bootstrap}}, "test-raw");
+  if (!producer.ok()) return producer.status();
+  if (absl::Status s = (*producer)->Produce(topic, partition, key, value, &waiter); !s.ok()) {
+    return s;
+  }
+  auto future = waiter.done.get_future();
+  if (future.wait_for(std::chrono::seconds(30)) != std::future_status::ready) {
+    return absl::DeadlineExceededError("raw produce not acknowledged");
+  }
+  const auto [err, offset] = future.get();
+  if (err) return absl::UnavailableError(rd_kafka_err2str(err));
+  return offset;
 }
 
 std::vector<std::string> KafkaServerArgs(const std::string& brokers, const std::string& prefix) {

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <atomic>
 #include <map>
 #include <memory>
 #include <random>
@@ -34,6 +35,16 @@ ServerOptions MockServerOptions();
 std::unique_ptr<Client> Connect(const std::string& address,
                                 std::chrono::milliseconds timeout = std::chrono::seconds(60));
 
+// Counts the Append answers a LosingClient threw away.
+struct LostAnswers {
+  std::atomic<int> count{0};
+};
+// A client whose channel loses the answer of every `lose_every`-th successful Append after
+// walserver wrote it: the client sees UNAVAILABLE, as after a dropped connection, and retries
+// with the same sequences. `lost` must outlive the client.
+std::unique_ptr<Client> LosingClient(const std::string& address, int lose_every, LostAnswers* lost,
+                                     ClientOptions options = {});
+
 // walserver as a child process (the binary the build made), for restart and multi-server tests.
 class ServerProcess {
  public:
@@ -52,6 +63,12 @@ class ServerProcess {
   std::string address_;
   std::string dir_;
 };
+
+// Writes one record straight to a slot with librdkafka, as another (perhaps lagging) walserver
+// would; returns its offset.
+absl::StatusOr<int64_t> ProduceRaw(const std::string& bootstrap, const std::string& topic,
+                                   int32_t partition, const std::string& key,
+                                   const std::string& value);
 
 // Arguments that point walserver at the test Kafka with topics of its own.
 std::vector<std::string> KafkaServerArgs(const std::string& brokers, const std::string& prefix);

@@ -126,5 +126,74 @@ TEST(NamespaceTable, SlotOutsideOurListIsKeptButNotCounted) {
   EXPECT_EQ(table.LoadPerSlot(), (std::vector<size_t>{0, 0, 0}));
 }
 
+NamespaceRecord WithEpoch(NamespaceRecord r, uint64_t epoch, std::vector<Fence> fences = {}) {
+  r.set_epoch(epoch);
+  for (const Fence& f : fences) {
+    auto* out = r.add_fences();
+    out->set_epoch(f.epoch);
+    out->set_offset(f.offset);
+  }
+  return r;
+}
+
+TEST(NamespaceTable, FirstRecordRaisingTheEpochWins) {
+  NamespaceTable table(ThreeSlots());
+  const Slot slot{"w_0", 0};
+  table.Apply(1, Record(NamespaceRecord::CREATE, slot, 10), 1);
+  EXPECT_EQ(table.Apply(1, WithEpoch(Record(NamespaceRecord::ACQUIRE, slot, 10), 1), 2),
+            ApplyOutcome::kUpdated);
+  // A second acquirer proposed epoch 1 too: it lost.
+  EXPECT_EQ(table.Apply(1, WithEpoch(Record(NamespaceRecord::ACQUIRE, slot, 10), 1), 3),
+            ApplyOutcome::kIgnored);
+  EXPECT_EQ(table.Get(1)->epoch, 1u);
+  EXPECT_EQ(table.Get(1)->epoch_meta_offset, 2);
+  // Records written from a stale view never lower the epoch.
+  table.Apply(1, Record(NamespaceRecord::TRUNCATE, slot, 10, 50), 4);
+  EXPECT_EQ(table.Get(1)->epoch, 1u);
+  EXPECT_EQ(table.Get(1)->truncated_before, 50);
+}
+
+TEST(NamespaceTable, StaleLatestRecordIsNoticed) {
+  NamespaceTable table(ThreeSlots());
+  const Slot slot{"w_0", 0};
+  table.Apply(1, Record(NamespaceRecord::CREATE, slot, 10), 1);
+  table.Apply(1, WithEpoch(Record(NamespaceRecord::ACQUIRE, slot, 10), 1), 2);
+  EXPECT_FALSE(table.LatestRecordStale(1));
+  // A truncation by a server that had not seen epoch 1: compaction would keep epoch 0.
+  table.Apply(1, Record(NamespaceRecord::TRUNCATE, slot, 10, 20), 3);
+  EXPECT_TRUE(table.LatestRecordStale(1));
+  EXPECT_EQ(table.NeedingRestate().size(), 1u);
+  table.Apply(1, MakeRecord(NamespaceRecord::RESTATE, *table.Get(1), "test"), 4);
+  EXPECT_FALSE(table.LatestRecordStale(1));
+  // The restated record alone rebuilds the same state (what compaction leaves).
+  NamespaceTable compacted(ThreeSlots());
+  compacted.Apply(1, MakeRecord(NamespaceRecord::RESTATE, *table.Get(1), "test"), 4);
+  EXPECT_EQ(compacted.Get(1)->epoch, 1u);
+  EXPECT_EQ(compacted.Get(1)->truncated_before, 20);
+}
+
+TEST(NamespaceTable, FencesMergeAndOnlyTheLastBelowTruncationIsKept) {
+  NamespaceTable table(ThreeSlots());
+  const Slot slot{"w_0", 0};
+  table.Apply(1, Record(NamespaceRecord::CREATE, slot, 10), 1);
+  table.Apply(1, WithEpoch(Record(NamespaceRecord::FENCE, slot, 10), 1, {{1, 100}}), 2);
+  table.Apply(1, WithEpoch(Record(NamespaceRecord::FENCE, slot, 10), 2, {{1, 100}, {2, 200}}), 3);
+  // A record that knows only the first fence adds nothing and takes nothing away.
+  table.Apply(1, WithEpoch(Record(NamespaceRecord::FENCE, slot, 10), 1, {{1, 100}}), 4);
+  table.Apply(1, WithEpoch(Record(NamespaceRecord::FENCE, slot, 10), 3, {{3, 300}}), 5);
+  auto state = table.Get(1);
+  ASSERT_EQ(state->fences.size(), 3u);
+  EXPECT_EQ(state->epoch, 3u);
+  EXPECT_EQ(state->FencedEpochBefore(100), 0u);
+  EXPECT_EQ(state->FencedEpochBefore(101), 1u);
+  EXPECT_EQ(state->FencedEpochBefore(250), 2u);
+  EXPECT_EQ(state->FencedEpochBefore(1000), 3u);
+  table.Apply(1, WithEpoch(Record(NamespaceRecord::TRUNCATE, slot, 10, 250), 3), 6);
+  state = table.Get(1);
+  ASSERT_EQ(state->fences.size(), 2u);
+  EXPECT_EQ(state->fences[0], (Fence{2, 200}));
+  EXPECT_EQ(state->FencedEpochBefore(250), 2u);
+}
+
 }  // namespace
 }  // namespace wal
