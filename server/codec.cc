@@ -98,8 +98,8 @@ uint32_t EntryCrc(std::string_view data) {
   return ~Crc32cSoftware(~0u, p, data.size());
 }
 
-std::vector<std::string> EncodeEntry(std::string_view data, uint64_t nonce,
-                                     size_t max_record_bytes, const EntryStamp& stamp) {
+std::vector<std::string> EncodeEntry(std::string_view data, uint64_t nonce, size_t max_record_bytes,
+                                     const EntryStamp& stamp) {
   const size_t chunk_bytes = max_record_bytes - kRecordHeaderBytes;
   RecordHeader header;
   header.stamp = stamp;
@@ -247,8 +247,8 @@ void EntryAssembler::Complete(int64_t first_offset, const RecordHeader& header, 
     Release(out);
     return;
   }
-  ready_.emplace(first_offset,
-                 AssembledEntry{static_cast<uint64_t>(first_offset), std::move(data), header.stamp});
+  ready_.emplace(first_offset, AssembledEntry{static_cast<uint64_t>(first_offset), std::move(data),
+                                              header.stamp});
   Release(out);
 }
 

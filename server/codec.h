@@ -72,8 +72,8 @@ uint32_t EntryCrc(std::string_view data);
 
 // Splits `data` into record values of at most `max_record_bytes` each (header included).
 // `max_record_bytes` must exceed kRecordHeaderBytes.
-std::vector<std::string> EncodeEntry(std::string_view data, uint64_t nonce,
-                                     size_t max_record_bytes, const EntryStamp& stamp = {});
+std::vector<std::string> EncodeEntry(std::string_view data, uint64_t nonce, size_t max_record_bytes,
+                                     const EntryStamp& stamp = {});
 // The fence record of `epoch`.
 std::string EncodeFence(uint64_t epoch);
 
@@ -128,7 +128,7 @@ class EntryAssembler {
 
   uint64_t max_entry_bytes_;
   uint64_t min_epoch_;
-  std::map<uint64_t, Partial> partials_;  // by nonce
+  std::map<uint64_t, Partial> partials_;     // by nonce
   std::map<int64_t, AssembledEntry> ready_;  // complete, held back; by entry id
   // Sequences seen per writer id, as disjoint closed ranges (first -> last): retries and
   // concurrent appends may arrive out of order, but the ranges stay few.

@@ -143,8 +143,8 @@ void EntryWriter::Append(std::vector<AppendItem> items, steady_clock::time_point
     if (item.fence) {
       encoded.push_back({EncodeFence(item.stamp.epoch)});
     } else {
-      encoded.push_back(EncodeEntry(item.data, next_nonce_.fetch_add(1), options_.max_record_bytes,
-                                    item.stamp));
+      encoded.push_back(
+          EncodeEntry(item.data, next_nonce_.fetch_add(1), options_.max_record_bytes, item.stamp));
     }
     total += encoded.back().size();
   }

@@ -34,8 +34,8 @@ struct NamespaceState {
   int64_t start_offset = 0;      // slot end when created: no entry of it lies below
   int64_t truncated_before = 0;  // entries below are truncated
   bool deleted = false;
-  int64_t meta_offset = -1;  // offset of the meta record that established this assignment
-  uint64_t epoch = 0;        // current writer epoch; 0 until the first AcquireNamespace
+  int64_t meta_offset = -1;        // offset of the meta record that established this assignment
+  uint64_t epoch = 0;              // current writer epoch; 0 until the first AcquireNamespace
   int64_t epoch_meta_offset = -1;  // offset of the meta record that raised the epoch to `epoch`
   // Fences in offset order: those at or after truncated_before and the last one before it.
   std::vector<Fence> fences;

@@ -213,9 +213,9 @@ absl::Status WalServiceImpl::PrepareAppend(const v1::AppendRequest& request,
       return s;
     }
     if (entry.data().size() > options_.max_entry_bytes) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "entries[", i, "] is ", entry.data().size(), " bytes, over the limit of ",
-          options_.max_entry_bytes, " bytes (max_entry_bytes); nothing was written"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("entries[", i, "] is ", entry.data().size(), " bytes, over the limit of ",
+                       options_.max_entry_bytes, " bytes (max_entry_bytes); nothing was written"));
     }
     auto it = known.find(entry.namespace_id());
     if (it == known.end()) {
@@ -226,10 +226,10 @@ absl::Status WalServiceImpl::PrepareAppend(const v1::AppendRequest& request,
     const NamespaceState& ns = it->second;
     if (entry.epoch() < ns.epoch) {
       ++metrics_->appends_fenced;
-      return absl::FailedPreconditionError(absl::StrCat(
-          "entries[", i, "]: namespace ", ns.namespace_id, " was acquired with epoch ", ns.epoch,
-          "; this writer's epoch ", entry.epoch(),
-          " is fenced (another writer owns the namespace now); nothing was written"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("entries[", i, "]: namespace ", ns.namespace_id, " was acquired with epoch ",
+                       ns.epoch, "; this writer's epoch ", entry.epoch(),
+                       " is fenced (another writer owns the namespace now); nothing was written"));
     }
     if (entry.epoch() > ns.epoch) *epoch_ahead = true;
     items->push_back(AppendItem{ns.slot, entry.namespace_id(), entry.data(),
@@ -247,10 +247,10 @@ void WalServiceImpl::StartAppend(grpc::ServerUnaryReactor* reactor, Clock::time_
   const uint64_t before = inflight_append_bytes_.fetch_add(bytes);
   if (before + bytes > options_.max_inflight_append_bytes && before > 0) {
     inflight_append_bytes_ -= bytes;
-    reactor->Finish(ToGrpcStatus(absl::ResourceExhaustedError(absl::StrCat(
-        "appends of ", before, " bytes are already waiting for Kafka (limit ",
-        options_.max_inflight_append_bytes,
-        " bytes, max_inflight_append_bytes); nothing was written, retry later"))));
+    reactor->Finish(ToGrpcStatus(absl::ResourceExhaustedError(
+        absl::StrCat("appends of ", before, " bytes are already waiting for Kafka (limit ",
+                     options_.max_inflight_append_bytes,
+                     " bytes, max_inflight_append_bytes); nothing was written, retry later"))));
     return;
   }
   ++metrics_->appends_in_flight;
@@ -443,8 +443,7 @@ grpc::ServerUnaryReactor* WalServiceImpl::AcquireNamespace(
                                        fence_at.status().message(), "); acquire again"));
     }
     // 3. Where the fence lies, so that reads starting after it know the epoch it set.
-    state = meta_->RecordFence(ns_id, Fence{epoch, static_cast<int64_t>((*fence_at)[0])},
-                               deadline);
+    state = meta_->RecordFence(ns_id, Fence{epoch, static_cast<int64_t>((*fence_at)[0])}, deadline);
     if (!state.ok()) return state.status();
     auto end = SlotEnd(state->slot, deadline);
     if (!end.ok()) return end.status();

@@ -407,8 +407,7 @@ TEST_F(ContractTest, RecordsOfAFencedEpochWrittenAfterTheFenceAreIgnored) {
   ASSERT_EQ(b->epoch, 2u);
   // A walserver that has not read epoch 2 yet writes for A after the fence: simulate it.
   const std::string zombie = EncodeEntry("a after the fence", 99, 1000, {1, 77, 1})[0];
-  auto zombie_at =
-      ProduceRaw(Bootstrap(), b->ns.topic(), b->ns.partition(), EncodeKey(2), zombie);
+  auto zombie_at = ProduceRaw(Bootstrap(), b->ns.topic(), b->ns.partition(), EncodeKey(2), zombie);
   ASSERT_TRUE(zombie_at.ok()) << zombie_at.status();
   ASSERT_TRUE(client_->Append(2, {"b after"}).ok());
 

@@ -246,9 +246,8 @@ TEST(Codec, EntriesOfAnOlderEpochAfterAFenceAreDropped) {
     return EncodeEntry(data, data.size() * 131 + epoch, 1000, EntryStamp{epoch, 0, 0})[0];
   };
   EntryAssembler a(1 << 20);
-  auto out = Assemble(a, {e("a0", 0), e("a1", 1), EncodeFence(2), e("zombie", 1),
-                          e("b2", 2), e("old client", 0), EncodeFence(3), e("b2 late", 2),
-                          e("c3", 3)});
+  auto out = Assemble(a, {e("a0", 0), e("a1", 1), EncodeFence(2), e("zombie", 1), e("b2", 2),
+                          e("old client", 0), EncodeFence(3), e("b2 late", 2), e("c3", 3)});
   EXPECT_EQ(Ids(out), (std::vector<std::string>{"a0", "a1", "b2", "c3"}));
   EXPECT_EQ(a.fenced(), 3u);
   EXPECT_EQ(a.skipped(), 0u) << "fences are not undecodable records";
@@ -277,12 +276,12 @@ TEST(Codec, RetriedCopiesAreReturnedOnce) {
   EntryAssembler a(1 << 20);
   // Writer 1 sends 1..4 with 3 ahead of 2 (concurrent appends), then retries 2 and 3; writer 2
   // uses the same sequences; entries without a writer are never deduplicated.
-  auto out = Assemble(a, {e("w1s1", 1, 1, 10), e("w1s3", 1, 3, 11), e("w1s2", 1, 2, 12),
-                          e("w1s2", 1, 2, 13), e("w2s1", 2, 1, 14), e("w1s3", 1, 3, 15),
-                          e("w1s4", 1, 4, 16), e("anon", 0, 0, 17), e("anon", 0, 0, 18),
-                          e("w1s1", 1, 1, 19)});
-  EXPECT_EQ(Ids(out), (std::vector<std::string>{"w1s1", "w1s3", "w1s2", "w2s1", "w1s4", "anon",
-                                                "anon"}));
+  auto out = Assemble(
+      a, {e("w1s1", 1, 1, 10), e("w1s3", 1, 3, 11), e("w1s2", 1, 2, 12), e("w1s2", 1, 2, 13),
+          e("w2s1", 2, 1, 14), e("w1s3", 1, 3, 15), e("w1s4", 1, 4, 16), e("anon", 0, 0, 17),
+          e("anon", 0, 0, 18), e("w1s1", 1, 1, 19)});
+  EXPECT_EQ(Ids(out),
+            (std::vector<std::string>{"w1s1", "w1s3", "w1s2", "w2s1", "w1s4", "anon", "anon"}));
   EXPECT_EQ(a.duplicates(), 3u);
 }
 
