@@ -126,6 +126,30 @@ absl::StatusOr<int64_t> ProduceRaw(const std::string& bootstrap, const std::stri
   return offset;
 }
 
+absl::StatusOr<std::vector<RawRecord>> ReadSlotRaw(const std::string& bootstrap,
+                                                   const std::string& topic, int32_t partition) {
+  auto consumer = Consumer::Create({{"bootstrap.servers", bootstrap}}, "test-raw-reader");
+  if (!consumer.ok()) return consumer.status();
+  auto marks = QueryWatermarks((*consumer)->handle(), topic, partition, 10000);
+  if (!marks.ok()) return marks.status();
+  std::vector<RawRecord> out;
+  if (marks->high == marks->low) return out;
+  if (absl::Status s = (*consumer)->Assign(topic, partition, marks->low); !s.ok()) return s;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < deadline) {
+    Message msg = (*consumer)->Poll(100);
+    if (!msg || msg->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) continue;
+    if (msg->err) return absl::UnavailableError(rd_kafka_err2str(msg->err));
+    RawRecord r;
+    r.offset = msg->offset;
+    if (msg->key) r.key.assign(static_cast<const char*>(msg->key), msg->key_len);
+    if (msg->payload) r.value.assign(static_cast<const char*>(msg->payload), msg->len);
+    out.push_back(std::move(r));
+    if (msg->offset + 1 >= marks->high) return out;
+  }
+  return absl::DeadlineExceededError("reading the slot took over 60 s");
+}
+
 std::vector<std::string> KafkaServerArgs(const std::string& brokers, const std::string& prefix) {
   return {"--brokers=" + brokers, "--topic_prefix=" + prefix, "--topic_count=2",
           "--partitions_per_topic=2",
@@ -137,31 +161,44 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(std::vector<
   auto p = std::make_unique<ServerProcess>();
   p->dir_ = (std::filesystem::temp_directory_path() / UniqueName("walserver")).string();
   std::filesystem::create_directories(p->dir_);
-  const std::string ready = p->dir_ + "/ready";
-  const std::string log = p->dir_ + "/walserver.log";
+  p->args_ = std::move(args);
+  if (absl::Status s = p->Launch("127.0.0.1:0"); !s.ok()) return s;  // tests run in parallel
+  return p;
+}
+
+absl::Status ServerProcess::Restart() {
+  Kill();
+  return Launch(address_);
+}
+
+absl::Status ServerProcess::Launch(const std::string& listen) {
+  const std::string ready = dir_ + "/ready";
+  const std::string log = dir_ + "/walserver.log";
+  std::filesystem::remove(ready);
+  std::vector<std::string> args = args_;
   args.insert(args.begin(), WALSERVER_PATH);
-  args.push_back("--listen=127.0.0.1:0");
-  args.push_back("--http_listen=127.0.0.1:0");  // tests run in parallel: no fixed ports
+  args.push_back("--listen=" + listen);
+  args.push_back("--http_listen=127.0.0.1:0");
   args.push_back("--ready_file=" + ready);
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
-  p->pid_ = fork();
-  if (p->pid_ < 0) return absl::InternalError("fork failed");
-  if (p->pid_ == 0) {
-    FILE* out = std::freopen(log.c_str(), "w", stderr);
+  pid_ = fork();
+  if (pid_ < 0) return absl::InternalError("fork failed");
+  if (pid_ == 0) {
+    FILE* out = std::freopen(log.c_str(), "a", stderr);
     if (out) dup2(fileno(stderr), STDOUT_FILENO);
     execv(argv[0], argv.data());
     _exit(127);
   }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(90);
   while (std::chrono::steady_clock::now() < deadline) {
-    if (std::ifstream in(ready); in && std::getline(in, p->address_) && !p->address_.empty()) {
-      return p;
+    if (std::ifstream in(ready); in && std::getline(in, address_) && !address_.empty()) {
+      return absl::OkStatus();
     }
     int status = 0;
-    if (waitpid(p->pid_, &status, WNOHANG) == p->pid_) {
-      p->pid_ = -1;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
       std::ifstream in(log);
       std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
       return absl::InternalError(absl::StrCat("walserver exited during start-up:\n", text));

@@ -4,9 +4,9 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <atomic>
 #include <map>
 #include <memory>
 #include <random>
@@ -57,9 +57,13 @@ class ServerProcess {
   int Stop();
   // SIGKILL and wait, as a crash would.
   void Kill();
+  // Kill() if running, then start again with the same arguments on the same address.
+  absl::Status Restart();
 
  private:
+  absl::Status Launch(const std::string& listen);
   pid_t pid_ = -1;
+  std::vector<std::string> args_;
   std::string address_;
   std::string dir_;
 };
@@ -69,6 +73,15 @@ class ServerProcess {
 absl::StatusOr<int64_t> ProduceRaw(const std::string& bootstrap, const std::string& topic,
                                    int32_t partition, const std::string& key,
                                    const std::string& value);
+
+struct RawRecord {
+  int64_t offset = 0;
+  std::string key;
+  std::string value;
+};
+// Every record of a slot, straight from Kafka (what a checker compares walserver's reads with).
+absl::StatusOr<std::vector<RawRecord>> ReadSlotRaw(const std::string& bootstrap,
+                                                   const std::string& topic, int32_t partition);
 
 // Arguments that point walserver at the test Kafka with topics of its own.
 std::vector<std::string> KafkaServerArgs(const std::string& brokers, const std::string& prefix);
