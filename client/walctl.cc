@@ -296,8 +296,8 @@ int List(const Cli& cli, wal::Client& client) {
     for (const auto& ns : *all) std::cout << ToJson(ns) << "\n";
     return 0;
   }
-  std::cout << absl::StrFormat("%-20s %-24s %9s %20s %20s %6s\n", "NAMESPACE", "TOPIC",
-                               "PARTITION", "FIRST_ENTRY_ID", "NEXT_ENTRY_ID", "EPOCH");
+  std::cout << absl::StrFormat("%-20s %-24s %9s %20s %20s %6s\n", "NAMESPACE", "TOPIC", "PARTITION",
+                               "FIRST_ENTRY_ID", "NEXT_ENTRY_ID", "EPOCH");
   for (const auto& ns : *all) {
     std::cout << absl::StrFormat("%-20d %-24s %9d %20d %20d %6d\n", ns.namespace_id(), ns.topic(),
                                  ns.partition(), ns.first_entry_id(), ns.next_entry_id(),

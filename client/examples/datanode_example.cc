@@ -1,5 +1,6 @@
 // A datanode's cycle with walclient, for one region:
-//   open:   create the region's namespace (idempotent) and replay it into the memtable;
+//   open:   create the region's namespace (idempotent), acquire it (fencing any datanode that
+//           held the region before) and replay it into the memtable;
 //   write:  append each mutation before applying it (synchronously, or asynchronously);
 //   flush:  after the memtable is persisted elsewhere, truncate the log up to the first entry
 //           that was not flushed;
@@ -53,10 +54,15 @@ int main(int argc, char** argv) {
   // Open: the namespace may exist from an earlier life of this region.
   auto created = client.CreateNamespace(region.id);
   if (!created.ok()) return Fail("create", created.status());
+  // Acquire before replaying: from here on an earlier holder of the region can add nothing the
+  // replay would miss. The client sends the epoch with every append to the region.
+  auto acquired = client.AcquireNamespace(region.id);
+  if (!acquired.ok()) return Fail("acquire", acquired.status());
   if (absl::Status s = Replay(client, region); !s.ok()) return Fail("replay", s);
   const size_t replayed_at_open = region.memtable.size();
   std::cout << "opened region " << region.id << " (" << (created->created ? "new" : "existing")
-            << "), replayed " << replayed_at_open << " entries\n";
+            << ", writer epoch " << acquired->epoch << "), replayed " << replayed_at_open
+            << " entries\n";
 
   // Write: one synchronous append of a batch, then asynchronous single appends.
   auto ids = client.Append(region.id, {"put a=1", "put b=2", "put c=3"});

@@ -5,7 +5,8 @@ source "$(dirname "$0")/lib.sh"
 : "${EXAMPLE:?path of datanode_example}"
 start_walserver example
 "$EXAMPLE" "$ADDR" 42 | tee "$work/first"
-grep -q "(new), replayed 0 entries" "$work/first" || fail "first open"
+grep -q "(new, writer epoch 1), replayed 0 entries" "$work/first" || fail "first open"
 "$EXAMPLE" "$ADDR" 42 | tee "$work/second"
-grep -q "(existing), replayed 1 entries" "$work/second" || fail "reopen must replay the unflushed entry"
+grep -q "(existing, writer epoch 2), replayed 1 entries" "$work/second" ||
+  fail "reopen must take a new epoch and replay the unflushed entry"
 echo "datanode_example_test: all checks passed"

@@ -30,6 +30,9 @@ out=$(G -d '{"namespace_id": 7}' "$ADDR" wal.v1.WalService/Read)
 [[ "$out" != *aGVsbG8=* ]] || fail "a truncated entry was returned: $out"
 expect_contains "$(G -d '{"namespace_id": 7}' "$ADDR" wal.v1.WalService/GetNamespace)" '"topic": "grpcurl_'
 expect_contains "$(G -d '{}' "$ADDR" wal.v1.WalService/ListNamespaces)" '"namespace_id": "7"'
+expect_contains "$(G -d '{"namespace_id": 7}' "$ADDR" wal.v1.WalService/AcquireNamespace)" '"epoch": "1"'
+err=$(G -d '{"entries": [{"namespace_id": 7, "data": "eA=="}]}' "$ADDR" wal.v1.WalService/Append 2>&1 || true)
+expect_contains "$err" "Code: FailedPrecondition" "an append without the epoch after AcquireNamespace"
 err=$(G -d '{"namespace_id": 8}' "$ADDR" wal.v1.WalService/GetNamespace 2>&1 || true)
 expect_contains "$err" "Code: NotFound" "errors keep their gRPC code"
 echo "grpcurl_test: all checks passed"

@@ -71,6 +71,21 @@ expect_contains "$(W truncate 10 "$second")" "^first_entry_id: +$second$"
 expect_contains "$(W read 10 --limit=1 --data-only)" "^second$"
 expect_contains "$(W delete 10)" "^deleted"
 
+# acquire: a new epoch; an append with an older one is refused and writes nothing.
+W create 12 >/dev/null
+expect_contains "$(W append 12 "before any epoch")" "^[0-9]+$"
+expect_contains "$(W acquire 12)" "^epoch: +1$"
+expect_contains "$(W info 12)" "^epoch: +1$"
+expect_exit 4 W append 12 --epoch=0 "fenced writer"  # FAILED_PRECONDITION
+expect_contains "$(W append 12 --epoch=1 "owner")" "^[0-9]+$"
+expect_contains "$(W acquire 12)" "^epoch: +2$"
+[[ $(W read 12 --data-only) == $'before any epoch\nowner' ]] || fail "acquire/append: $(W read 12)"
+W --json read 12 | python3 -c '
+import json, sys
+rows = [json.loads(l) for l in sys.stdin]
+assert [r.get("epoch", "0") for r in rows] == ["0", "1"], rows
+' || fail "read --json must show the epoch of each entry"
+
 # Exit codes per error class.
 expect_exit 3 W info 10                        # NOT_FOUND
 expect_exit 4 W create 0                       # INVALID_ARGUMENT
