@@ -191,24 +191,26 @@ void Client::StartAsyncAttempt(std::shared_ptr<AsyncAppend> call) {
   AsyncAppend* raw = call.get();
   stub_->async()->Append(raw->ctx.get(), &raw->request, &raw->response,
                          [this, call = std::move(call)](grpc::Status status) mutable {
-                           if (status.ok()) {
-                             call->done(std::vector<uint64_t>(call->response.entry_ids().begin(),
-                                                              call->response.entry_ids().end()));
-                             return;
-                           }
-                           const auto delay =
-                               AppendRetryDelay(status, call->retry++, call->deadline);
-                           if (!delay) {
-                             call->done(FromGrpcStatus(status));
-                             return;
-                           }
-                           // Not on the gRPC thread: it must not block. Retries are rare, a thread
-                           // each is fine.
-                           std::thread([this, call = std::move(call), delay]() mutable {
-                             std::this_thread::sleep_for(*delay);
-                             StartAsyncAttempt(std::move(call));
-                           }).detach();
+                           OnAsyncAttemptDone(std::move(call), status);
                          });
+}
+
+void Client::OnAsyncAttemptDone(std::shared_ptr<AsyncAppend> call, const grpc::Status& status) {
+  if (status.ok()) {
+    call->done(std::vector<uint64_t>(call->response.entry_ids().begin(),
+                                     call->response.entry_ids().end()));
+    return;  // `call` and its context go here, inside the callback, as gRPC allows
+  }
+  const auto delay = AppendRetryDelay(status, call->retry++, call->deadline);
+  if (!delay) {
+    call->done(FromGrpcStatus(status));
+    return;
+  }
+  // Not on the gRPC thread: it must not block. Retries are rare, a thread each is fine.
+  std::thread([this, call = std::move(call), delay]() mutable {
+    std::this_thread::sleep_for(*delay);
+    StartAsyncAttempt(std::move(call));
+  }).detach();
 }
 
 ReadStream::~ReadStream() {

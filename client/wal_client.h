@@ -23,10 +23,11 @@
 // Retry-safe appends: every entry this client appends carries the client's writer id and a
 // sequence number per namespace (1, 2, 3...). Append and AppendAsync retry after UNAVAILABLE,
 // and after an attempt ran out of time, with the same writer id and sequences, until the call's
-// deadline; reads return an entry appended more than once only once (the copy with the lowest
-// id). So a retry never shows up twice, even when the first attempt was written and only its
-// answer was lost, or walserver restarted in between. The ids an Append returns are those of
-// the copy it wrote; when an earlier attempt's copy also made it, reads return the earlier one.
+// deadline; a read returns an entry appended more than once only once: the first copy at or
+// after the read's start. So a retry never shows up twice, even when the first attempt was
+// written and only its answer was lost, or walserver restarted in between. The ids an Append
+// returns are those of the copy it wrote; when an earlier attempt's copy also made it, reads
+// from before it return the earlier one.
 //
 // Fencing: AcquireNamespace makes this client the namespace's writer with a new epoch, which
 // the client then sends with every append to that namespace. A writer with an older epoch gets
@@ -189,6 +190,7 @@ class Client {
   std::optional<std::chrono::milliseconds> AppendRetryDelay(
       const grpc::Status& status, int retry, std::chrono::system_clock::time_point deadline) const;
   void StartAsyncAttempt(std::shared_ptr<AsyncAppend> call);
+  void OnAsyncAttemptDone(std::shared_ptr<AsyncAppend> call, const grpc::Status& status);
 
   ClientOptions options_;
   std::unique_ptr<v1::WalService::Stub> stub_;

@@ -311,9 +311,21 @@ class EntryReader::SlotScan : public std::enable_shared_from_this<SlotScan> {
         absl::Status status = KafkaErrorToStatus(
             msg->err, absl::StrCat("reading ", slot_.topic, "[", slot_.partition, "]"));
         if (absl::IsDataLoss(status)) {
-          return absl::DataLossError(absl::StrCat(
-              "records of ", slot_.topic, "[", slot_.partition, "] from offset ", position,
-              " are gone from Kafka although they were not truncated: ", status.message()));
+          // Pruned under the scan (entries truncated meanwhile), or really lost?
+          auto marks = QueryWatermarks(reader_->watermarks_client_.get(), slot_.topic,
+                                       slot_.partition, 10000);
+          if (!marks.ok()) return marks.status();
+          if (absl::Status s = reader_->PrunedOrLost(
+                  slot_, position, marks->low, steady_clock::now() + std::chrono::seconds(10));
+              !s.ok()) {
+            return s;
+          }
+          if (absl::Status s = consumer->Assign(slot_.topic, slot_.partition, marks->low);
+              !s.ok()) {
+            return s;
+          }
+          position = std::max(position, marks->low);
+          continue;
         }
         if (!absl::IsUnavailable(status)) return status;
         // librdkafka retries on its own; each read gives up at its deadline.
@@ -378,14 +390,43 @@ void EntryReader::ScanEnded(SlotScan* scan) {
   if (--scans_running_ == 0) idle_cv_.notify_all();
 }
 
-absl::Status EntryReader::Run(const ReadParams& params, ReadSink& sink) {
-  std::optional<NamespaceState> ns = meta_->Get(params.namespace_id);
-  if (!ns) {
-    return absl::NotFoundError(absl::StrCat("namespace ", params.namespace_id, " not found"));
+absl::Status EntryReader::PrunedOrLost(const Slot& slot, int64_t from, int64_t low,
+                                       steady_clock::time_point deadline) {
+  // The pruner records its point before deleting; another server's record may not be read yet.
+  if (low > meta_->PrunedBefore(slot)) {
+    if (absl::Status s =
+            meta_->CatchUp(std::min(deadline, steady_clock::now() + std::chrono::seconds(10)));
+        !s.ok()) {
+      return s;
+    }
   }
+  if (low <= meta_->PrunedBefore(slot)) return absl::OkStatus();
+  return absl::DataLossError(absl::StrCat(
+      "records ", from, " to ", low - 1, " of ", slot.topic, "[", slot.partition,
+      "] are gone from Kafka although no namespace truncated them (retention set on the topic?); "
+      "walserver pruned only below ",
+      meta_->PrunedBefore(slot)));
+}
 
+absl::Status EntryReader::Run(const ReadParams& params, ReadSink& sink) {
   // Stop a little before the caller's deadline, so the caller learns why.
   const auto stop_at = AnswerBy(params.deadline);
+
+  // A read sees every change to the namespace made before it began, through any server
+  // (creation, truncation, a new epoch): one round trip to the metadata topic. It gets half the
+  // time left at most (librdkafka may overrun a query's timeout), so that with Kafka down the
+  // caller still hears UNAVAILABLE before its deadline.
+  const auto now = steady_clock::now();
+  const auto catch_up_by =
+      stop_at == steady_clock::time_point::max()
+          ? now + std::chrono::seconds(10)
+          : now + std::min<steady_clock::duration>((stop_at - now) / 2, std::chrono::seconds(10));
+  if (absl::Status s = meta_->CatchUp(catch_up_by); !s.ok()) return s;
+  std::optional<NamespaceState> ns = meta_->Get(params.namespace_id);
+  if (!ns) {
+    return absl::NotFoundError(absl::StrCat("namespace ", params.namespace_id,
+                                            " not found; create it with CreateNamespace"));
+  }
 
   // The end of the log as seen now bounds a read without follow.
   absl::StatusOr<Watermarks> marks =
@@ -405,15 +446,15 @@ absl::Status EntryReader::Run(const ReadParams& params, ReadSink& sink) {
     return absl::OutOfRangeError(absl::StrCat("start_entry_id ", start, " is past the end ", end,
                                               " of namespace ", params.namespace_id));
   }
+  int64_t scan_from = start;
   if (start < marks->low) {
-    return absl::DataLossError(
-        absl::StrCat("records ", start, " to ", marks->low - 1, " of ", ns->slot.topic, "[",
-                     ns->slot.partition, "] were deleted from Kafka although namespace ",
-                     params.namespace_id, " did not truncate them (retention set on the topic?)"));
+    if (absl::Status s = PrunedOrLost(ns->slot, start, marks->low, stop_at); !s.ok()) return s;
+    // Pruned on purpose: the namespace has no entry below the new low watermark.
+    scan_from = marks->low;
   }
   if (start == end && !params.follow) return absl::OkStatus();
 
-  auto member = std::make_shared<Member>(this, params, &sink, *ns, start, end, stop_at);
+  auto member = std::make_shared<Member>(this, params, &sink, *ns, scan_from, end, stop_at);
   Join(member);
   return member->Wait();
 }

@@ -67,6 +67,10 @@ class EntryReader {
   class Member;
   class SlotScan;
   absl::Status Run(const ReadParams& params, ReadSink& sink);
+  // Records [from, low) of `slot` are missing from Kafka: OK if walserver pruned them (then no
+  // live namespace had a readable entry there), else DATA_LOSS.
+  absl::Status PrunedOrLost(const Slot& slot, int64_t from, int64_t low,
+                            std::chrono::steady_clock::time_point deadline);
   // Adds `member` to a scan of its slot that has not yet passed its start, or starts one.
   void Join(const std::shared_ptr<Member>& member);
   void ScanEnded(SlotScan* scan);

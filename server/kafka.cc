@@ -42,7 +42,7 @@ absl::StatusOr<EventPtr> RunAdmin(
       rd_kafka_AdminOptions_new(rk, op));
   char errstr[512];
   rd_kafka_AdminOptions_set_request_timeout(options.get(), timeout_ms, errstr, sizeof(errstr));
-  if (op == RD_KAFKA_ADMIN_OP_CREATETOPICS) {
+  if (op == RD_KAFKA_ADMIN_OP_CREATETOPICS || op == RD_KAFKA_ADMIN_OP_DELETERECORDS) {
     rd_kafka_AdminOptions_set_operation_timeout(options.get(), timeout_ms, errstr, sizeof(errstr));
   }
   submit(options.get(), queue.get());
@@ -413,6 +413,30 @@ std::string MockCluster::bootstrap_servers() const {
 absl::Status MockCluster::CreateTopic(const std::string& topic, int partitions) {
   return KafkaErrorToStatus(rd_kafka_mock_topic_create(cluster_, topic.c_str(), partitions, 1),
                             absl::StrCat("creating mock topic ", topic));
+}
+
+absl::StatusOr<int64_t> DeleteRecordsBefore(rd_kafka_t* rk, const std::string& topic,
+                                            int32_t partition, int64_t before, int timeout_ms) {
+  rd_kafka_topic_partition_list_t* offsets = rd_kafka_topic_partition_list_new(1);
+  rd_kafka_topic_partition_list_add(offsets, topic.c_str(), partition)->offset = before;
+  rd_kafka_DeleteRecords_t* request = rd_kafka_DeleteRecords_new(offsets);
+  rd_kafka_topic_partition_list_destroy(offsets);
+  auto event = RunAdmin(rk, RD_KAFKA_ADMIN_OP_DELETERECORDS, timeout_ms,
+                        [&](rd_kafka_AdminOptions_t* options, rd_kafka_queue_t* queue) {
+                          rd_kafka_DeleteRecords(rk, &request, 1, options, queue);
+                        });
+  rd_kafka_DeleteRecords_destroy(request);
+  if (!event.ok()) return event.status();
+  const rd_kafka_topic_partition_list_t* result =
+      rd_kafka_DeleteRecords_result_offsets(rd_kafka_event_DeleteRecords_result(event->get()));
+  if (result == nullptr || result->cnt != 1) {
+    return absl::InternalError("DeleteRecords answered without the partition");
+  }
+  if (result->elems[0].err) {
+    return KafkaErrorToStatus(result->elems[0].err,
+                              absl::StrCat("deleting records of ", topic, "[", partition, "]"));
+  }
+  return result->elems[0].offset;
 }
 
 }  // namespace wal

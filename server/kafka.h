@@ -115,6 +115,11 @@ struct Watermarks {
 absl::StatusOr<Watermarks> QueryWatermarks(rd_kafka_t* rk, const std::string& topic,
                                            int32_t partition, int timeout_ms);
 
+// Deletes the records of a partition below `before` (Kafka's DeleteRecords); returns the new
+// low watermark.
+absl::StatusOr<int64_t> DeleteRecordsBefore(rd_kafka_t* rk, const std::string& topic,
+                                            int32_t partition, int64_t before, int timeout_ms);
+
 struct TopicSpec {
   std::string name;
   int partitions = 1;

@@ -46,6 +46,9 @@ ABSL_FLAG(uint64_t, max_inflight_append_bytes, 0,
           "Entry bytes of appends waiting for Kafka; an append beyond gets RESOURCE_EXHAUSTED. "
           "0 means 4 x max_entry_bytes");
 ABSL_FLAG(int, startup_timeout_ms, 60000, "How long start-up waits for Kafka");
+ABSL_FLAG(int, prune_interval_ms, 60000,
+          "How often records no live namespace can read are deleted from the slots "
+          "(DeleteRecords); 0 turns pruning off. Off on the embedded mock cluster");
 ABSL_FLAG(std::string, kafka_properties, "",
           "Extra librdkafka properties for every client, KEY=VALUE[,KEY=VALUE...] (security "
           "settings, for example); also settable one by one as --kafka.KEY=VALUE");
@@ -119,6 +122,7 @@ int main(int argc, char** argv, char** envp) {
   options.admin_timeout = std::chrono::milliseconds(absl::GetFlag(FLAGS_admin_timeout_ms));
   options.startup_timeout = std::chrono::milliseconds(absl::GetFlag(FLAGS_startup_timeout_ms));
   options.max_concurrent_reads = absl::GetFlag(FLAGS_max_concurrent_reads);
+  options.prune_interval = std::chrono::milliseconds(absl::GetFlag(FLAGS_prune_interval_ms));
   options.max_inflight_append_bytes = absl::GetFlag(FLAGS_max_inflight_append_bytes);
   options.name = absl::GetFlag(FLAGS_name);
   for (absl::string_view kv :

@@ -2,6 +2,7 @@
 
 #include <future>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "server/codec.h"
@@ -40,6 +41,8 @@ class PromiseDelivery : public DeliveryHandler {
   std::promise<Result> promise_;
 };
 
+constexpr absl::string_view kPruneKeyPrefix = "prune/";
+
 }  // namespace
 
 MetaStore::MetaStore(std::vector<Slot> slots, MetaOptions options)
@@ -58,6 +61,9 @@ absl::StatusOr<std::unique_ptr<MetaStore>> MetaStore::Open(const KafkaProperties
       !s.ok()) {
     return s;
   }
+  auto watermarks = NewKafkaClient(RD_KAFKA_CONSUMER, properties);
+  if (!watermarks.ok()) return watermarks.status();
+  store->watermarks_client_ = std::move(*watermarks);
   auto consumer = Consumer::Create(properties, store->options_.writer + "-meta-tail");
   if (!consumer.ok()) return consumer.status();
   store->consumer_ = std::move(*consumer);
@@ -121,6 +127,18 @@ void MetaStore::ApplyMessage(const rd_kafka_message_t& msg) {
   absl::MutexLock lock(&mu_);
   next_offset_ = std::max(next_offset_, msg.offset + 1);
   tail_error_.clear();
+  const absl::string_view key(static_cast<const char*>(msg.key), msg.key ? msg.key_len : 0);
+  if (absl::StartsWith(key, kPruneKeyPrefix)) {
+    meta::v1::SlotRecord slot;
+    if (msg.payload == nullptr || !slot.ParseFromArray(msg.payload, static_cast<int>(msg.len)) ||
+        slot.version() != 1) {
+      ++skipped_;
+      return;
+    }
+    int64_t& before = pruned_before_[{slot.topic(), slot.partition()}];
+    before = std::max(before, slot.pruned_before());
+    return;
+  }
   const std::optional<uint64_t> id = DecodeKey(msg.key, msg.key_len);
   NamespaceRecord record;
   if (!id || *id == 0 || msg.payload == nullptr ||
@@ -152,8 +170,12 @@ absl::Status MetaStore::WaitApplied(int64_t offset, Clock::time_point deadline) 
 absl::StatusOr<int64_t> MetaStore::ProduceAndApply(uint64_t namespace_id,
                                                    const NamespaceRecord& record,
                                                    Clock::time_point deadline) {
-  auto [delivery, result] = PromiseDelivery::New(record.SerializeAsString());
-  const std::string key = EncodeKey(namespace_id);
+  return ProduceAndApply(EncodeKey(namespace_id), record.SerializeAsString(), deadline);
+}
+
+absl::StatusOr<int64_t> MetaStore::ProduceAndApply(const std::string& key, std::string value,
+                                                   Clock::time_point deadline) {
+  auto [delivery, result] = PromiseDelivery::New(std::move(value));
   if (absl::Status s = producer_->Produce(options_.topic, 0, key, delivery->value(), delivery);
       !s.ok()) {
     delete delivery;
@@ -270,7 +292,7 @@ absl::StatusOr<NamespaceState> MetaStore::RecordFence(uint64_t namespace_id, Fen
 }
 
 absl::Status MetaStore::CatchUp(Clock::time_point deadline) {
-  auto end = QueryWatermarks(consumer_->handle(), options_.topic, 0,
+  auto end = QueryWatermarks(watermarks_client_.get(), options_.topic, 0,
                              std::max(1, std::min(10000, RemainingMs(deadline))));
   if (!end.ok()) return end.status();
   return WaitApplied(end->high - 1, deadline);
@@ -283,6 +305,33 @@ absl::Status MetaStore::Delete(uint64_t namespace_id, Clock::time_point deadline
   return ProduceAndApply(namespace_id, MakeRecord(NamespaceRecord::DELETE, *state, options_.writer),
                          deadline)
       .status();
+}
+
+absl::Status MetaStore::RecordPrune(const Slot& slot, int64_t before, Clock::time_point deadline) {
+  meta::v1::SlotRecord record;
+  record.set_version(1);
+  record.set_topic(slot.topic);
+  record.set_partition(slot.partition);
+  record.set_pruned_before(before);
+  record.set_writer(options_.writer);
+  return ProduceAndApply(absl::StrCat(kPruneKeyPrefix, slot.topic, "/", slot.partition),
+                         record.SerializeAsString(), deadline)
+      .status();
+}
+
+int64_t MetaStore::PrunedBefore(const Slot& slot) const {
+  absl::MutexLock lock(&mu_);
+  auto it = pruned_before_.find({slot.topic, slot.partition});
+  return it == pruned_before_.end() ? 0 : it->second;
+}
+
+std::map<std::pair<std::string, int32_t>, int64_t> MetaStore::LowestFirstEntryIds() const {
+  std::map<std::pair<std::string, int32_t>, int64_t> lowest;
+  for (const NamespaceState& ns : List(0, SIZE_MAX)) {
+    auto [it, fresh] = lowest.try_emplace({ns.slot.topic, ns.slot.partition}, ns.first_entry_id());
+    if (!fresh) it->second = std::min(it->second, ns.first_entry_id());
+  }
+  return lowest;
 }
 
 std::optional<NamespaceState> MetaStore::Get(uint64_t namespace_id) const {

@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -59,6 +60,13 @@ class MetaStore {
   // before this call (by any server).
   absl::Status CatchUp(Clock::time_point deadline);
 
+  // Records that the slot's records below `before` are about to be deleted (pruned on purpose).
+  absl::Status RecordPrune(const Slot& slot, int64_t before, Clock::time_point deadline);
+  // The highest pruning point recorded for the slot (0: never pruned).
+  int64_t PrunedBefore(const Slot& slot) const;
+  // Per slot with live namespaces: the lowest first_entry_id among them.
+  std::map<std::pair<std::string, int32_t>, int64_t> LowestFirstEntryIds() const;
+
   std::optional<NamespaceState> Get(uint64_t namespace_id) const;
   // Live namespaces per slot, in allocation order.
   std::vector<std::pair<Slot, size_t>> LoadPerSlot() const;
@@ -76,6 +84,8 @@ class MetaStore {
   absl::StatusOr<int64_t> ProduceAndApply(uint64_t namespace_id,
                                           const meta::v1::NamespaceRecord& record,
                                           Clock::time_point deadline);
+  absl::StatusOr<int64_t> ProduceAndApply(const std::string& key, std::string value,
+                                          Clock::time_point deadline);
   absl::Status WaitApplied(int64_t offset, Clock::time_point deadline);
   void Restate(const NamespaceState& state, Clock::time_point deadline);
   // Restates the namespace if the latest record of its key falls short of its state (it was
@@ -85,12 +95,16 @@ class MetaStore {
   const MetaOptions options_;
   std::unique_ptr<Producer> producer_;
   std::unique_ptr<Consumer> consumer_;
+  // For CatchUp's end-of-topic queries: kept apart from the tail consumer, whose fetches a
+  // query would wait behind while Kafka is unreachable.
+  KafkaHandle watermarks_client_;
 
   mutable absl::Mutex mu_;
   NamespaceTable table_ ABSL_GUARDED_BY(mu_);
   int64_t next_offset_ ABSL_GUARDED_BY(mu_) = 0;  // all records below are applied
   uint64_t skipped_ ABSL_GUARDED_BY(mu_) = 0;
   std::string tail_error_ ABSL_GUARDED_BY(mu_);
+  std::map<std::pair<std::string, int32_t>, int64_t> pruned_before_ ABSL_GUARDED_BY(mu_);
 
   std::atomic<bool> stop_{false};
   std::thread tail_thread_;

@@ -38,9 +38,12 @@ constexpr Family kFamilies[] = {
      "topic kind."},
     {"walserver_namespaces", "gauge", "Live namespaces."},
     {"walserver_slot_namespaces", "gauge", "Live namespaces per slot."},
-    {"walserver_slot_prune_offset", "gauge",
-     "Per slot, the offset below which no live namespace has a readable entry (records below "
-     "it may be deleted)."},
+    {"walserver_slot_lowest_first_entry_id", "gauge",
+     "Per slot with live namespaces, their lowest first_entry_id: no readable entry lies below."},
+    {"walserver_slot_pruned_before", "gauge",
+     "Per slot, the recorded pruning point: records below it are deleted (DeleteRecords)."},
+    {"walserver_pruned_records_total", "counter",
+     "Records this server deleted from the slots because no live namespace could read them."},
     {"walserver_kafka_producer_queue_messages", "gauge",
      "Messages and requests in a producer's librdkafka queues."},
     {"walserver_kafka_broker_up", "gauge",
@@ -207,6 +210,7 @@ std::string Metrics::Render() const {
   w.Sample("walserver_read_duplicate_entries_total", {},
            static_cast<double>(read_duplicate_entries.load()));
   w.Sample("walserver_appends_fenced_total", {}, static_cast<double>(appends_fenced.load()));
+  w.Sample("walserver_pruned_records_total", {}, static_cast<double>(pruned_records.load()));
   w.Sample("walserver_appends_in_flight", {}, static_cast<double>(appends_in_flight.load()));
   w.Sample("walserver_reads_in_progress", {}, static_cast<double>(reads_in_progress.load()));
   for (const Collector& c : collectors) c(w);

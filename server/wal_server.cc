@@ -212,6 +212,11 @@ absl::StatusOr<std::unique_ptr<WalServer>> WalServer::Start(ServerOptions o) {
     if (!http.ok()) return http.status();
     self->http_ = std::move(*http);
   }
+  // The mock cluster has no DeleteRecords.
+  if (!self->mock_ && o.prune_interval.count() > 0) {
+    self->pruner_ = std::make_unique<Pruner>(self->meta_.get(), self->admin_.get(), slots,
+                                             o.prune_interval, &self->metrics_);
+  }
   self->AddCollectors();
   spdlog::info("walserver {} listening on {}{} (Kafka {}, slots {}x{}, max entry {} bytes)", o.name,
                absl::StrJoin(self->addresses_, ", "),
@@ -236,16 +241,15 @@ void WalServer::AddCollectors() {
                static_cast<double>(count));
     }
     w.Sample("walserver_namespaces", {}, static_cast<double>(live));
-    // Prune offset of a slot: the lowest first_entry_id of its live namespaces.
-    std::map<std::pair<std::string, int32_t>, int64_t> prune;
-    for (const NamespaceState& ns : meta->List(0, SIZE_MAX)) {
-      auto [it, fresh] = prune.try_emplace({ns.slot.topic, ns.slot.partition}, ns.first_entry_id());
-      if (!fresh) it->second = std::min(it->second, ns.first_entry_id());
-    }
-    for (const auto& [slot, offset] : prune) {
-      w.Sample("walserver_slot_prune_offset",
+    for (const auto& [slot, offset] : meta->LowestFirstEntryIds()) {
+      w.Sample("walserver_slot_lowest_first_entry_id",
                {{"topic", slot.first}, {"partition", std::to_string(slot.second)}},
                static_cast<double>(offset));
+    }
+    for (const auto& [slot, count] : meta->LoadPerSlot()) {
+      w.Sample("walserver_slot_pruned_before",
+               {{"topic", slot.topic}, {"partition", std::to_string(slot.partition)}},
+               static_cast<double>(meta->PrunedBefore(slot)));
     }
   });
   metrics_.AddCollector([writer = writer_.get()](MetricWriter& w) {
@@ -260,6 +264,7 @@ void WalServer::AddCollectors() {
 WalServer::~WalServer() { Shutdown(); }
 
 void WalServer::Shutdown(std::chrono::milliseconds grace) {
+  pruner_.reset();
   http_.reset();
   if (server_) {
     server_->Shutdown(std::chrono::system_clock::now() + grace);

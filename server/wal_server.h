@@ -17,6 +17,7 @@
 #include "server/kafka.h"
 #include "server/meta_store.h"
 #include "server/metrics.h"
+#include "server/pruner.h"
 #include "server/wal_service.h"
 
 namespace wal {
@@ -39,6 +40,8 @@ struct ServerOptions {
   std::chrono::milliseconds admin_timeout{10000};
   std::chrono::milliseconds startup_timeout{60000};
   int max_concurrent_reads = 64;
+  // How often the slots are pruned (DeleteRecords); 0: never. Off on the mock cluster.
+  std::chrono::milliseconds prune_interval{60000};
   // Entry bytes of appends waiting for Kafka; more gets RESOURCE_EXHAUSTED. 0: 4 x max_entry_bytes.
   uint64_t max_inflight_append_bytes = 0;
   KafkaProperties kafka_properties;  // passed to every Kafka client
@@ -82,6 +85,7 @@ class WalServer {
   std::unique_ptr<HealthService> health_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<HttpEndpoint> http_;
+  std::unique_ptr<Pruner> pruner_;
 };
 
 }  // namespace wal

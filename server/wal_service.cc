@@ -162,6 +162,15 @@ void WalServiceImpl::Fill(const NamespaceState& state, int64_t slot_end, v1::Nam
   out->set_epoch(state.epoch);
 }
 
+absl::StatusOr<NamespaceState> WalServiceImpl::Lookup(uint64_t namespace_id,
+                                                      Clock::time_point deadline) const {
+  if (std::optional<NamespaceState> state = meta_->Get(namespace_id)) return *state;
+  // Perhaps created through another server a moment ago.
+  if (absl::Status s = meta_->CatchUp(deadline); !s.ok()) return s;
+  if (std::optional<NamespaceState> state = meta_->Get(namespace_id)) return *state;
+  return NotFound(namespace_id);
+}
+
 grpc::ServerUnaryReactor* WalServiceImpl::Defer(
     grpc::CallbackServerContext* ctx, std::function<absl::Status(Clock::time_point)> work) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
@@ -274,16 +283,16 @@ grpc::ServerUnaryReactor* WalServiceImpl::Append(grpc::CallbackServerContext* ct
                                                  v1::AppendResponse* response) {
   std::vector<AppendItem> items;
   bool epoch_ahead = false;
-  if (absl::Status s = PrepareAppend(*request, &items, &epoch_ahead); !s.ok()) {
-    return FinishNow(ctx, s);
-  }
+  absl::Status status = PrepareAppend(*request, &items, &epoch_ahead);
+  if (!status.ok() && !absl::IsNotFound(status)) return FinishNow(ctx, status);
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  if (!epoch_ahead) {
+  if (status.ok() && !epoch_ahead) {
     StartAppend(reactor, SteadyDeadline(*ctx), std::move(items), response);
     return reactor;
   }
-  // An epoch this server has not seen: catch up with the metadata topic (off the gRPC thread),
-  // then it must be known; an epoch never issued is refused.
+  // A namespace or an epoch this server has not seen: another server may have just created or
+  // acquired it. Catch up with the metadata topic (off the gRPC thread) and look again; an
+  // epoch still unknown was never issued.
   const Clock::time_point deadline = SteadyDeadline(*ctx);
   const Clock::time_point admin_deadline = AdminDeadline(ctx);
   admin_pool_.Post([this, reactor, request, response, deadline, admin_deadline] {
@@ -312,8 +321,6 @@ grpc::ServerWriteReactor<v1::ReadResponse>* WalServiceImpl::Read(grpc::CallbackS
                                                                  const v1::ReadRequest* request) {
   auto* reactor = new ReadReactor();
   absl::Status status = CheckId(request->namespace_id());
-  if (status.ok() && !meta_->Get(request->namespace_id()))
-    status = NotFound(request->namespace_id());
   if (status.ok()) {
     ReadParams params;
     params.namespace_id = request->namespace_id();
@@ -331,12 +338,10 @@ grpc::ServerUnaryReactor* WalServiceImpl::Truncate(grpc::CallbackServerContext* 
                                                    const v1::TruncateRequest* request,
                                                    v1::TruncateResponse* response) {
   if (absl::Status s = CheckId(request->namespace_id()); !s.ok()) return FinishNow(ctx, s);
-  if (!meta_->Get(request->namespace_id()))
-    return FinishNow(ctx, NotFound(request->namespace_id()));
   return Defer(ctx, [this, request, response](Clock::time_point deadline) -> absl::Status {
     const uint64_t ns_id = request->namespace_id();
-    std::optional<NamespaceState> state = meta_->Get(ns_id);
-    if (!state) return NotFound(ns_id);
+    absl::StatusOr<NamespaceState> state = Lookup(ns_id, deadline);
+    if (!state.ok()) return state.status();
     auto end = SlotEnd(state->slot, deadline);
     if (!end.ok()) return end.status();
     const uint64_t entry_id = request->entry_id();
@@ -346,9 +351,8 @@ grpc::ServerUnaryReactor* WalServiceImpl::Truncate(grpc::CallbackServerContext* 
     }
     // Truncating to 0 or below the current point changes nothing.
     if (static_cast<int64_t>(entry_id) > state->truncated_before) {
-      auto updated = meta_->Truncate(ns_id, static_cast<int64_t>(entry_id), deadline);
-      if (!updated.ok()) return updated.status();
-      state = *updated;
+      state = meta_->Truncate(ns_id, static_cast<int64_t>(entry_id), deadline);
+      if (!state.ok()) return state.status();
     }
     Fill(*state, *end, response->mutable_namespace_());
     return absl::OkStatus();
@@ -359,11 +363,9 @@ grpc::ServerUnaryReactor* WalServiceImpl::GetNamespace(grpc::CallbackServerConte
                                                        const v1::GetNamespaceRequest* request,
                                                        v1::GetNamespaceResponse* response) {
   if (absl::Status s = CheckId(request->namespace_id()); !s.ok()) return FinishNow(ctx, s);
-  if (!meta_->Get(request->namespace_id()))
-    return FinishNow(ctx, NotFound(request->namespace_id()));
   return Defer(ctx, [this, request, response](Clock::time_point deadline) -> absl::Status {
-    std::optional<NamespaceState> state = meta_->Get(request->namespace_id());
-    if (!state) return NotFound(request->namespace_id());
+    absl::StatusOr<NamespaceState> state = Lookup(request->namespace_id(), deadline);
+    if (!state.ok()) return state.status();
     auto end = SlotEnd(state->slot, deadline);
     if (!end.ok()) return end.status();
     Fill(*state, *end, response->mutable_namespace_());
@@ -406,9 +408,8 @@ grpc::ServerUnaryReactor* WalServiceImpl::DeleteNamespace(grpc::CallbackServerCo
                                                           const v1::DeleteNamespaceRequest* request,
                                                           v1::DeleteNamespaceResponse* response) {
   if (absl::Status s = CheckId(request->namespace_id()); !s.ok()) return FinishNow(ctx, s);
-  if (!meta_->Get(request->namespace_id()))
-    return FinishNow(ctx, NotFound(request->namespace_id()));
   return Defer(ctx, [this, request](Clock::time_point deadline) -> absl::Status {
+    if (auto state = Lookup(request->namespace_id(), deadline); !state.ok()) return state.status();
     absl::Status status = meta_->Delete(request->namespace_id(), deadline);
     if (status.ok()) spdlog::info("deleted namespace {}", request->namespace_id());
     return status;
@@ -419,10 +420,9 @@ grpc::ServerUnaryReactor* WalServiceImpl::AcquireNamespace(
     grpc::CallbackServerContext* ctx, const v1::AcquireNamespaceRequest* request,
     v1::AcquireNamespaceResponse* response) {
   if (absl::Status s = CheckId(request->namespace_id()); !s.ok()) return FinishNow(ctx, s);
-  if (!meta_->Get(request->namespace_id()))
-    return FinishNow(ctx, NotFound(request->namespace_id()));
   return Defer(ctx, [this, request, response](Clock::time_point deadline) -> absl::Status {
     const uint64_t ns_id = request->namespace_id();
+    if (auto known = Lookup(ns_id, deadline); !known.ok()) return known.status();
     // 1. The new epoch, in the metadata topic: from now on this server refuses older epochs,
     //    and so does every other one once it has read that far.
     auto state = meta_->Acquire(ns_id, deadline);

@@ -66,6 +66,9 @@ class WalServiceImpl final : public v1::WalService::CallbackService {
   grpc::ServerUnaryReactor* Defer(grpc::CallbackServerContext* ctx,
                                   std::function<absl::Status(Clock::time_point)> work);
   Clock::time_point AdminDeadline(grpc::CallbackServerContext* ctx) const;
+  // The namespace; when this server does not know it, after catching up with the metadata topic
+  // (it may have been created through another server a moment ago). NOT_FOUND if still unknown.
+  absl::StatusOr<NamespaceState> Lookup(uint64_t namespace_id, Clock::time_point deadline) const;
   // The slot's end offset (next_entry_id of every namespace in it).
   absl::StatusOr<int64_t> SlotEnd(const Slot& slot, Clock::time_point deadline) const;
   void Fill(const NamespaceState& state, int64_t slot_end, v1::Namespace* out) const;
