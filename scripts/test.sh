@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The whole suite: installs what is missing (Java and Maven artifacts for Kafka included),
-# checks formatting, builds, starts a real Kafka broker, runs every test through ctest, runs the
-# unit tests again built with AddressSanitizer and UndefinedBehaviorSanitizer, stops Kafka.
+# checks formatting, builds, starts a real Kafka broker, runs every test through ctest but the
+# fault tests, then starts a 3-node Kafka cluster and runs the fault tests one at a time on it,
+# runs the unit tests again built with AddressSanitizer and UndefinedBehaviorSanitizer, stops
+# Kafka.
 # Exits non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,7 +24,13 @@ start_temporary_broker
 export WAL_TEST_BROKERS=$KAFKA_BOOTSTRAP
 
 echo "== tests (Kafka at $WAL_TEST_BROKERS)"
-(cd "${BUILD_DIR:-build}" && ctest --output-on-failure -j2 "$@")
+(cd "${BUILD_DIR:-build}" && ctest --output-on-failure -j2 -LE fault "$@")
+
+echo "== fault tests (3-node Kafka cluster)"
+"$temporary_kafka_sh" stop "$temporary_broker_dir"  # room for three JVMs
+start_temporary_cluster
+(cd "${BUILD_DIR:-build}" && WAL_TEST_CLUSTER=$KAFKA_CLUSTER_DIR ctest --output-on-failure -L fault "$@")
+"$temporary_kafka_sh" cluster-stop "$KAFKA_CLUSTER_DIR"
 
 echo "== unit tests under AddressSanitizer and UndefinedBehaviorSanitizer"
 BUILD_DIR=build-asan CMAKE_ARGS=-DWAL_SANITIZE=address,undefined \

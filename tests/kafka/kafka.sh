@@ -9,6 +9,15 @@
 #   tests/kafka/kafka.sh kill DIR     kill -9, as a crash would
 #   tests/kafka/kafka.sh bootstrap DIR   print HOST:PORT of the broker
 #
+# A cluster of three combined broker+controller nodes (replication factor 3, min ISR 2), each a
+# separate process with its own ports and data in DIR/node-<id>, sharing one voter list:
+#   tests/kafka/kafka.sh cluster-start DIR        start nodes 1, 2, 3 (reusing DIR's ports/data)
+#   tests/kafka/kafka.sh cluster-stop DIR         stop all nodes
+#   tests/kafka/kafka.sh node-kill DIR ID         kill -9 node ID
+#   tests/kafka/kafka.sh node-stop DIR ID         stop node ID cleanly
+#   tests/kafka/kafka.sh node-start DIR ID        start node ID again
+#   tests/kafka/kafka.sh bootstrap DIR            print the nodes' HOST:PORT list
+#
 # The jars are cached in $WAL_KAFKA_CACHE (default ~/.cache/walserver/kafka-<version>).
 set -euo pipefail
 
@@ -48,16 +57,16 @@ java_run() {
     -cp "$cache/libs/*" "$@"
 }
 
+# write_config NODE_ID PORT VOTERS REPLICATION: server.properties and log4j2.properties in $dir.
 write_config() {
-  local port cport
-  port=$(free_port)
-  cport=$(free_port)
-  while [[ "$cport" == "$port" ]]; do cport=$(free_port); done
+  local node=$1 port=$2 voters=$3 rf=$4 cport
+  cport=${voters#*"$node"@127.0.0.1:}
+  cport=${cport%%,*}
   mkdir -p "$dir/data"
   cat >"$dir/server.properties" <<PROPS
 process.roles=broker,controller
-node.id=1
-controller.quorum.voters=1@127.0.0.1:$cport
+node.id=$node
+controller.quorum.voters=$voters
 listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
 advertised.listeners=PLAINTEXT://127.0.0.1:$port
 controller.listener.names=CONTROLLER
@@ -65,13 +74,13 @@ inter.broker.listener.name=PLAINTEXT
 listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
 log.dirs=$dir/data
 num.partitions=1
-default.replication.factor=1
-min.insync.replicas=1
-offsets.topic.replication.factor=1
+default.replication.factor=$rf
+min.insync.replicas=$(((rf + 1) / 2))
+offsets.topic.replication.factor=$rf
 offsets.topic.num.partitions=1
-transaction.state.log.replication.factor=1
+transaction.state.log.replication.factor=$rf
 transaction.state.log.min.isr=1
-share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.replication.factor=$rf
 share.coordinator.state.topic.min.isr=1
 group.initial.rebalance.delay.ms=0
 num.network.threads=2
@@ -83,6 +92,7 @@ log.cleaner.dedupe.buffer.size=4194304
 message.max.bytes=4194304
 replica.fetch.max.bytes=4194304
 auto.create.topics.enable=false
+unclean.leader.election.enable=false
 PROPS
   cat >"$dir/log4j2.properties" <<PROPS
 status = warn
@@ -99,28 +109,25 @@ PROPS
   echo "127.0.0.1:$port" >"$dir/bootstrap"
 }
 
-start() {
-  fetch
-  mkdir -p "$dir"
-  dir=$(cd "$dir" && pwd)
-  if [[ -f "$dir/pid" ]] && kill -0 "$(cat "$dir/pid")" 2>/dev/null; then
-    log "already running in $dir"
-    return 0
-  fi
-  if [[ ! -f "$dir/server.properties" ]]; then
-    write_config
-    java_run kafka.tools.StorageTool format -t "$(java_run kafka.tools.StorageTool random-uuid)" \
-      -c "$dir/server.properties" -g >"$dir/format.log" 2>&1
-  fi
-  local bootstrap host port
-  bootstrap=$(cat "$dir/bootstrap")
-  host=${bootstrap%:*}
-  port=${bootstrap##*:}
+format() {
+  java_run kafka.tools.StorageTool format -t "$1" -c "$dir/server.properties" -g \
+    >"$dir/format.log" 2>&1
+}
+
+# Starts the node in $dir in the background.
+launch() {
   setsid java -Xms128m -Xmx512m -XX:+UseSerialGC \
     -Dlog4j2.configurationFile="$dir/log4j2.properties" \
     -cp "$cache/libs/*" kafka.Kafka "$dir/server.properties" >>"$dir/stdout.log" 2>&1 &
   echo $! >"$dir/pid"
-  # The PLAINTEXT listener opens only once the broker is ready to serve.
+}
+
+# Waits until the node in $dir serves (its PLAINTEXT listener opens only then).
+wait_ready() {
+  local bootstrap host port
+  bootstrap=$(cat "$dir/bootstrap")
+  host=${bootstrap%:*}
+  port=${bootstrap##*:}
   for _ in $(seq 1 240); do
     if ! kill -0 "$(cat "$dir/pid")" 2>/dev/null; then
       log "broker exited during start-up; see $dir/stdout.log and $dir/broker.log"
@@ -135,6 +142,64 @@ start() {
   done
   log "broker not ready after 120 s"
   return 1
+}
+
+running() { [[ -f "$dir/pid" ]] && kill -0 "$(cat "$dir/pid")" 2>/dev/null; }
+
+start() {
+  fetch
+  mkdir -p "$dir"
+  dir=$(cd "$dir" && pwd)
+  if running; then
+    log "already running in $dir"
+    return 0
+  fi
+  if [[ ! -f "$dir/server.properties" ]]; then
+    local port cport
+    port=$(free_port)
+    cport=$(free_port)
+    while [[ "$cport" == "$port" ]]; do cport=$(free_port); done
+    write_config 1 "$port" "1@127.0.0.1:$cport" 1
+    format "$(java_run kafka.tools.StorageTool random-uuid)"
+  fi
+  launch
+  wait_ready
+}
+
+cluster_start() {
+  fetch
+  mkdir -p "$cluster"
+  cluster=$(cd "$cluster" && pwd)
+  if [[ ! -f "$cluster/bootstrap" ]]; then
+    local ports=() voters="" id uuid
+    for _ in 1 2 3 4 5 6; do ports+=("$(free_port)"); done
+    if (($(printf '%s\n' "${ports[@]}" | sort -u | wc -l) != 6)); then
+      log "could not find 6 distinct free ports; try again"
+      return 1
+    fi
+    for id in 1 2 3; do voters+="${voters:+,}$id@127.0.0.1:${ports[id + 2]}"; done
+    uuid=$(dir=$cluster java_run kafka.tools.StorageTool random-uuid)
+    for id in 1 2 3; do
+      dir=$cluster/node-$id
+      write_config "$id" "${ports[id - 1]}" "$voters" 3
+      format "$uuid"
+    done
+    (for id in 1 2 3; do cat "$cluster/node-$id/bootstrap"; done) | paste -sd, >"$cluster/bootstrap"
+  fi
+  # All at once: a node opens its listener only once a quorum of controllers is up.
+  for id in 1 2 3; do
+    dir=$cluster/node-$id
+    running || launch
+  done
+  for id in 1 2 3; do
+    dir=$cluster/node-$id
+    wait_ready
+  done
+}
+
+node() {
+  [[ "$node_id" =~ ^[123]$ ]] || { log "node id must be 1, 2 or 3"; exit 2; }
+  dir=$(cd "$cluster" && pwd)/node-$node_id
 }
 
 stop() {
@@ -156,13 +221,34 @@ stop() {
   rm -f "$dir/pid"
 }
 
+cluster_stop() {
+  local id
+  for id in 1 2 3; do
+    dir=$cluster/node-$id
+    stop TERM &
+  done
+  wait
+}
+
 cmd=${1:-}
 dir=${2:-}
+cluster=${2:-}
+node_id=${3:-}
+need_dir() { [[ -n "$dir" ]] || { log "usage: $0 $cmd DIR${1:+ ID}"; exit 2; }; }
 case "$cmd" in
   fetch) fetch ;;
-  start) [[ -n "$dir" ]] || { log "usage: $0 start DIR"; exit 2; }; start ;;
-  stop) [[ -n "$dir" ]] || { log "usage: $0 stop DIR"; exit 2; }; stop TERM ;;
-  kill) [[ -n "$dir" ]] || { log "usage: $0 kill DIR"; exit 2; }; stop KILL ;;
-  bootstrap) cat "$dir/bootstrap" ;;
-  *) log "usage: $0 fetch | start DIR | stop DIR | kill DIR | bootstrap DIR"; exit 2 ;;
+  start) need_dir; start ;;
+  stop) need_dir; stop TERM ;;
+  kill) need_dir; stop KILL ;;
+  bootstrap) need_dir; cat "$dir/bootstrap" ;;
+  cluster-start) need_dir; cluster_start ;;
+  cluster-stop) need_dir; cluster_stop ;;
+  node-kill) need_dir id; node; stop KILL ;;
+  node-stop) need_dir id; node; stop TERM ;;
+  node-start) need_dir id; node; running || launch; wait_ready ;;
+  *)
+    log "usage: $0 fetch | start|stop|kill|bootstrap DIR | cluster-start|cluster-stop DIR |"
+    log "       node-kill|node-stop|node-start DIR ID"
+    exit 2
+    ;;
 esac

@@ -1,13 +1,27 @@
-# Sourced by scripts/test.sh and scripts/bench.sh: start_temporary_broker starts a single-node
-# Kafka in a new temporary directory, stops it and removes the directory when the script exits,
-# and sets KAFKA_BOOTSTRAP to its HOST:PORT.
+# Sourced by scripts/test.sh and scripts/bench.sh. start_temporary_broker starts a single-node
+# Kafka in a new temporary directory and sets KAFKA_BOOTSTRAP to its HOST:PORT;
+# start_temporary_cluster starts a 3-node cluster and sets KAFKA_CLUSTER_DIR. Both are stopped
+# and their directories removed when the script exits.
+temporary_kafka_sh="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/kafka.sh"
+temporary_kafka_cleanup=()
+
+stop_temporary_kafka() {
+  local step
+  for step in "${temporary_kafka_cleanup[@]}"; do eval "$step" || true; done
+}
+trap stop_temporary_kafka EXIT
+
 start_temporary_broker() {
-  local kafka_sh
-  kafka_sh="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/kafka.sh"
-  "$kafka_sh" fetch
+  "$temporary_kafka_sh" fetch
   temporary_broker_dir=$(mktemp -d /tmp/walserver-kafka.XXXXXX)
-  # shellcheck disable=SC2064  # expand now: the paths are fixed
-  trap "'$kafka_sh' stop '$temporary_broker_dir' || true; rm -rf '$temporary_broker_dir'" EXIT
-  "$kafka_sh" start "$temporary_broker_dir"
-  KAFKA_BOOTSTRAP=$("$kafka_sh" bootstrap "$temporary_broker_dir")
+  temporary_kafka_cleanup+=("'$temporary_kafka_sh' stop '$temporary_broker_dir'; rm -rf '$temporary_broker_dir'")
+  "$temporary_kafka_sh" start "$temporary_broker_dir"
+  KAFKA_BOOTSTRAP=$("$temporary_kafka_sh" bootstrap "$temporary_broker_dir")
+}
+
+start_temporary_cluster() {
+  "$temporary_kafka_sh" fetch
+  KAFKA_CLUSTER_DIR=$(mktemp -d /tmp/walserver-cluster.XXXXXX)
+  temporary_kafka_cleanup+=("'$temporary_kafka_sh' cluster-stop '$KAFKA_CLUSTER_DIR'; rm -rf '$KAFKA_CLUSTER_DIR'")
+  "$temporary_kafka_sh" cluster-start "$KAFKA_CLUSTER_DIR"
 }

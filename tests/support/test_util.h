@@ -53,6 +53,7 @@ class ServerProcess {
   ~ServerProcess();  // SIGKILL if still running
 
   const std::string& address() const { return address_; }
+  pid_t pid() const { return pid_; }
   // SIGTERM and wait; returns the exit status.
   int Stop();
   // SIGKILL and wait, as a crash would.
