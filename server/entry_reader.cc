@@ -45,6 +45,7 @@ EntryReader::~EntryReader() {
 }
 
 absl::Status EntryReader::Start(ReadParams params, std::shared_ptr<ReadSink> sink) {
+  if (stopping_) return absl::UnavailableError("walserver is shutting down");
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (running_ >= options_.max_concurrent_reads) {
@@ -127,6 +128,12 @@ class EntryReader::Member {
     }
     if (!Flush() || sink_->cancelled()) {
       Finish(absl::CancelledError("read cancelled"));
+      return;
+    }
+    if (reader_->stopping_) {
+      Finish(absl::UnavailableError(absl::StrCat(
+          "walserver is shutting down; read namespace ", params_.namespace_id, " again from entry ",
+          position, " through another walserver or after the restart")));
       return;
     }
     if (steady_clock::now() >= stop_at_) {

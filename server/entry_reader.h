@@ -62,6 +62,9 @@ class EntryReader {
   absl::Status Start(ReadParams params, std::shared_ptr<ReadSink> sink);
 
   uint64_t records_skipped() const { return records_skipped_.load(); }
+  // Ends every running read with UNAVAILABLE within about 100 ms (graceful shutdown), and
+  // refuses new ones.
+  void Stop() { stopping_ = true; }
 
  private:
   class Member;
@@ -83,6 +86,7 @@ class EntryReader {
   Metrics* const metrics_;
   const std::string name_;
   std::atomic<uint64_t> records_skipped_{0};
+  std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> consumers_made_{0};
   KafkaHandle watermarks_client_;
 

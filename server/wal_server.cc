@@ -266,6 +266,9 @@ WalServer::~WalServer() { Shutdown(); }
 void WalServer::Shutdown(std::chrono::milliseconds grace) {
   pruner_.reset();
   http_.reset();
+  // Reads end at once (a following read would otherwise hold the grace period); appends in
+  // flight finish within it and reach their callers.
+  if (reader_) reader_->Stop();
   if (server_) {
     server_->Shutdown(std::chrono::system_clock::now() + grace);
     server_.reset();
