@@ -96,7 +96,7 @@ class EntryWriter::Call {
 absl::StatusOr<std::unique_ptr<EntryWriter>> EntryWriter::Create(const KafkaProperties& properties,
                                                                  const WriterOptions& options,
                                                                  const std::string& name) {
-  std::unique_ptr<EntryWriter> writer(new EntryWriter(options));
+  std::unique_ptr<EntryWriter> writer(new EntryWriter(properties, options, name));
   for (int i = 0; i < std::max(1, options.producers); ++i) {
     auto producer = Producer::Create(properties, absl::StrCat(name, "-writer-", i));
     if (!producer.ok()) return producer.status();
@@ -115,6 +115,7 @@ absl::StatusOr<std::unique_ptr<EntryWriter>> EntryWriter::Create(const KafkaProp
 EntryWriter::~EntryWriter() {
   // Producers flush and purge first, so every call completes, then the timer goes.
   for (auto& p : producers_) p->producer.reset();
+  retired_.clear();
   {
     std::lock_guard<std::mutex> lock(timer_mu_);
     stop_ = true;
@@ -125,8 +126,25 @@ EntryWriter::~EntryWriter() {
 
 std::vector<const Producer*> EntryWriter::producers() const {
   std::vector<const Producer*> out;
-  for (const auto& p : producers_) out.push_back(p->producer.get());
+  for (const auto& p : producers_) {
+    std::lock_guard<std::mutex> lock(p->produce_mu);
+    out.push_back(p->producer.get());
+  }
   return out;
+}
+
+absl::Status EntryWriter::ReplaceProducer(ProducerSlot& slot, size_t index) {
+  const uint64_t generation = ++replacements_;
+  auto fresh =
+      Producer::Create(properties_, absl::StrCat(name_, "-writer-", index, "-", generation));
+  if (!fresh.ok()) return fresh.status();
+  // Metadata of the topics is fetched on the first produce; no need to wait for it here.
+  slot.producer->Purge();
+  std::lock_guard<std::mutex> lock(retired_mu_);
+  retired_.push_back(std::move(slot.producer));
+  slot.producer = std::move(*fresh);
+  spdlog::warn("replaced Kafka producer {} after a fatal error", retired_.back()->name());
+  return absl::OkStatus();
 }
 
 EntryWriter::ProducerSlot& EntryWriter::OwnerOf(const Slot& slot) {
@@ -167,6 +185,16 @@ void EntryWriter::Append(std::vector<AppendItem> items, steady_clock::time_point
   bool failed = false;
   for (auto& [owner, indexes] : by_producer) {
     std::lock_guard<std::mutex> lock(owner->produce_mu);
+    if (owner->producer->fatal() && !failed) {
+      const size_t index =
+          std::find_if(producers_.begin(), producers_.end(),
+                       [owner = owner](const auto& p) { return p.get() == owner; }) -
+          producers_.begin();
+      if (absl::Status s = ReplaceProducer(*owner, index); !s.ok()) {
+        call->Fail(std::move(s));
+        failed = true;
+      }
+    }
     for (size_t i : indexes) {
       const std::string key = EncodeKey(items[i].namespace_id);
       for (size_t c = 0; c < encoded[i].size(); ++c) {

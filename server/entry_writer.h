@@ -60,6 +60,8 @@ class EntryWriter {
 
   // The producers of the pool, for metrics.
   std::vector<const Producer*> producers() const;
+  // Producers replaced after a fatal error.
+  uint64_t replacements() const { return replacements_.load(); }
 
  private:
   class Call;
@@ -69,15 +71,25 @@ class EntryWriter {
     std::mutex produce_mu;  // keeps the records of one call contiguous per producer
   };
 
-  EntryWriter(const WriterOptions& options) : options_(options) {}
+  EntryWriter(const KafkaProperties& properties, const WriterOptions& options, std::string name)
+      : properties_(properties), options_(options), name_(std::move(name)) {}
   ProducerSlot& OwnerOf(const Slot& slot);
+  // Replaces the slot's producer after a fatal error (under its produce_mu). The old one's
+  // records fail at once (their calls answer UNAVAILABLE); it is kept until the writer goes, as
+  // a metrics scrape may still hold it.
+  absl::Status ReplaceProducer(ProducerSlot& slot, size_t index);
   void TimerLoop();
   void ArmTimer(Call* call, std::chrono::steady_clock::time_point when);
   // True if the timer still held the call (and so the caller now owns the timer's reference).
   bool DisarmTimer(Call* call);
 
+  const KafkaProperties properties_;
   const WriterOptions options_;
+  const std::string name_;
   std::vector<std::unique_ptr<ProducerSlot>> producers_;
+  std::mutex retired_mu_;
+  std::vector<std::unique_ptr<Producer>> retired_;
+  std::atomic<uint64_t> replacements_{0};
   std::atomic<uint64_t> next_nonce_{0};
 
   std::mutex timer_mu_;

@@ -263,8 +263,16 @@ std::string Producer::stats_json() const {
   return stats_json_;
 }
 
-void Producer::OnError(rd_kafka_t* rk, int err, const char* reason, void*) {
+void Producer::OnError(rd_kafka_t* rk, int err, const char* reason, void* opaque) {
   const auto code = static_cast<rd_kafka_resp_err_t>(err);
+  if (code == RD_KAFKA_RESP_ERR__FATAL) {
+    char fatal[512] = "";
+    const rd_kafka_resp_err_t cause = rd_kafka_fatal_error(rk, fatal, sizeof(fatal));
+    spdlog::error("Kafka producer {} hit a fatal error and will be replaced: {} ({})",
+                  rd_kafka_name(rk), fatal, rd_kafka_err2name(cause));
+    static_cast<Producer*>(opaque)->fatal_ = true;
+    return;
+  }
   spdlog::warn("Kafka producer {}: {} ({})", rd_kafka_name(rk), reason, rd_kafka_err2name(code));
 }
 

@@ -61,6 +61,11 @@ class Producer {
 
   rd_kafka_t* handle() const { return rk_.get(); }
   const std::string& name() const { return name_; }
+  // True after a fatal error (e.g. of the idempotent producer's sequence state): the handle
+  // produces nothing any more and must be replaced.
+  bool fatal() const { return fatal_.load(); }
+  // Fails every record still queued or in flight (their handlers hear _PURGE_*).
+  void Purge() { rd_kafka_purge(rk_.get(), RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT); }
   // Records and requests waiting in librdkafka's queues.
   int queue_length() const { return rd_kafka_outq_len(rk_.get()); }
   // The latest librdkafka statistics (JSON), if statistics.interval.ms is set; empty before.
@@ -75,6 +80,7 @@ class Producer {
   KafkaHandle rk_;
   std::string name_;
   std::atomic<bool> stop_{false};
+  std::atomic<bool> fatal_{false};
   std::thread poll_thread_;
   mutable std::mutex stats_mu_;
   std::string stats_json_;

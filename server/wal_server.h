@@ -67,6 +67,7 @@ class WalServer {
   MockCluster* mock_cluster() const { return mock_.get(); }
   const EntryReader& reader() const { return *reader_; }
   const Metrics& metrics() const { return metrics_; }
+  const EntryWriter& writer() const { return *writer_; }
 
  private:
   WalServer() = default;

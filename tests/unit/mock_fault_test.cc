@@ -113,5 +113,63 @@ TEST(MockFaults, ProduceErrorsFailTheAppend) {
   rd_kafka_mock_clear_request_errors(cluster, kProduceApiKey);
 }
 
+TEST(MockFaults, FatalProducerErrorReplacesTheProducer) {
+  ServerOptions options = MockServerOptions();
+  options.topic_prefix = UniqueName("fault");
+  auto server = WalServer::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto client = Connect((*server)->address(), seconds(5));
+  ASSERT_TRUE(client->CreateNamespace(1).ok());
+  ASSERT_TRUE(client->Append(1, {"before"}).ok());
+
+  // An append stuck in a producer's queue (the broker is down) when the fatal error comes.
+  rd_kafka_mock_cluster_t* cluster = (*server)->mock_cluster()->cluster();
+  ASSERT_EQ(rd_kafka_mock_broker_set_down(cluster, 1), RD_KAFKA_RESP_ERR_NO_ERROR);
+  std::promise<absl::Status> in_flight;
+  v1::AppendRequest stuck;
+  stuck.add_entries()->set_namespace_id(1);
+  stuck.mutable_entries(0)->set_data("in flight");
+  client->AppendAsync(
+      stuck, [&](absl::StatusOr<std::vector<uint64_t>> r) { in_flight.set_value(r.status()); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+
+  // What librdkafka raises when the idempotent producer's sequence state breaks.
+  for (const Producer* p : (*server)->writer().producers()) {
+    ASSERT_EQ(rd_kafka_test_fatal_error(p->handle(), RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER,
+                                        "injected by the test"),
+              RD_KAFKA_RESP_ERR_NO_ERROR);
+  }
+  // The error reaches the producers' poll threads within their 100 ms poll.
+  const auto deadline = Clock::now() + seconds(5);
+  bool all_fatal = false;
+  while (!all_fatal && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    all_fatal = true;
+    for (const Producer* p : (*server)->writer().producers()) all_fatal &= p->fatal();
+  }
+  ASSERT_TRUE(all_fatal);
+  // The next append replaces the producer, which fails what the old one still held; it is
+  // written by the new producer once the broker is back.
+  std::thread broker_back([cluster] {
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    rd_kafka_mock_broker_set_up(cluster, 1);
+  });
+  auto after = client->Append(1, {"after"});
+  broker_back.join();
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_GE((*server)->writer().replacements(), 1u);
+  // The append that was in flight is answered, never left hanging: UNAVAILABLE if its records
+  // were failed with the old producer, OK if Kafka had acknowledged them (on the mock cluster
+  // it is the latter: the injected error does not stop records already sent).
+  auto stuck_status = in_flight.get_future();
+  ASSERT_EQ(stuck_status.wait_for(seconds(10)), std::future_status::ready);
+  const absl::Status stuck_result = stuck_status.get();
+  EXPECT_TRUE(stuck_result.ok() || absl::IsUnavailable(stuck_result)) << stuck_result;
+  auto all = client->ReadAll(1);
+  ASSERT_TRUE(all.ok()) << all.status();
+  ASSERT_GE(all->size(), 2u);
+  EXPECT_EQ(all->front().data(), "before");
+}
+
 }  // namespace
 }  // namespace wal::testing
