@@ -1,9 +1,12 @@
 #include "client/wal_client.h"
 
+#include <fstream>
 #include <random>
+#include <sstream>
 #include <thread>
 
 #include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
 
 namespace wal {
 
@@ -44,15 +47,55 @@ Client::Client(const ClientOptions& options, std::unique_ptr<v1::WalService::Stu
       stub_(std::move(stub)),
       writer_id_(options.writer_id != 0 ? options.writer_id : RandomWriterId()) {}
 
+namespace {
+
+absl::StatusOr<std::string> ReadPem(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::InvalidArgumentError("cannot read " + path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> Credentials(const ClientOptions& o) {
+  if (o.tls_ca_file.empty()) {
+    if (!o.tls_cert_file.empty() || !o.tls_key_file.empty()) {
+      return absl::InvalidArgumentError("a client certificate needs tls_ca_file too");
+    }
+    return grpc::InsecureChannelCredentials();
+  }
+  grpc::SslCredentialsOptions ssl;
+  auto ca = ReadPem(o.tls_ca_file);
+  if (!ca.ok()) return ca.status();
+  ssl.pem_root_certs = *ca;
+  if (!o.tls_cert_file.empty()) {
+    auto cert = ReadPem(o.tls_cert_file);
+    if (!cert.ok()) return cert.status();
+    auto key = ReadPem(o.tls_key_file);
+    if (!key.ok()) return key.status();
+    ssl.pem_cert_chain = *cert;
+    ssl.pem_private_key = *key;
+  }
+  return grpc::SslCredentials(ssl);
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
   if (options.target.empty()) return absl::InvalidArgumentError("no walserver address given");
+  auto credentials = Credentials(options);
+  if (!credentials.ok()) return credentials.status();
   grpc::ChannelArguments args;
   // Entries up to the server's limit (64 MiB by default) travel whole; the server enforces it.
   args.SetMaxReceiveMessageSize(-1);
   args.SetMaxSendMessageSize(-1);
-  auto channel =
-      grpc::CreateCustomChannel(options.target, grpc::InsecureChannelCredentials(), args);
+  auto channel = grpc::CreateCustomChannel(options.target, *credentials, args);
   return OnChannel(std::move(channel), options);
+}
+
+void Client::Prepare(grpc::ClientContext& ctx) const {
+  if (!options_.auth_token.empty())
+    ctx.AddMetadata("authorization", "Bearer " + options_.auth_token);
 }
 
 std::unique_ptr<Client> Client::OnChannel(std::shared_ptr<grpc::Channel> channel,
@@ -69,6 +112,7 @@ absl::Status Client::WithRetries(system_clock::time_point deadline,
   for (int retry = 0;; ++retry) {
     grpc::ClientContext ctx;
     ctx.set_deadline(deadline);
+    Prepare(ctx);
     const grpc::Status status = attempt(ctx);
     if (status.error_code() != grpc::StatusCode::UNAVAILABLE || retry >= options_.max_retries) {
       return FromGrpcStatus(status);
@@ -142,6 +186,7 @@ absl::StatusOr<std::vector<uint64_t>> Client::Append(const v1::AppendRequest& re
   for (int retry = 0;; ++retry) {
     grpc::ClientContext ctx;
     ctx.set_deadline(AttemptDeadline(deadline));
+    Prepare(ctx);
     v1::AppendResponse response;
     const grpc::Status status = stub_->Append(&ctx, stamped, &response);
     if (status.ok()) {
@@ -187,6 +232,7 @@ void Client::AppendAsync(v1::AppendRequest request,
 void Client::StartAsyncAttempt(std::shared_ptr<AsyncAppend> call) {
   call->ctx = std::make_unique<grpc::ClientContext>();
   call->ctx->set_deadline(AttemptDeadline(call->deadline));
+  Prepare(*call->ctx);
   call->response.Clear();
   AsyncAppend* raw = call.get();
   stub_->async()->Append(raw->ctx.get(), &raw->request, &raw->response,
@@ -240,6 +286,7 @@ void ReadStream::Cancel() { ctx_->TryCancel(); }
 std::unique_ptr<ReadStream> Client::OpenRead(const ReadOptions& options) {
   std::unique_ptr<ReadStream> stream(new ReadStream());
   stream->ctx_ = std::make_unique<grpc::ClientContext>();
+  Prepare(*stream->ctx_);
   if (options.timeout.count() != 0 || !options.follow) {
     stream->ctx_->set_deadline(Deadline(options.timeout));
   }
@@ -338,6 +385,7 @@ absl::StatusOr<std::vector<v1::Namespace>> Client::ListNamespaces() {
 absl::Status Client::DeleteNamespace(uint64_t namespace_id) {
   grpc::ClientContext ctx;
   ctx.set_deadline(Deadline(options_.timeout));
+  Prepare(ctx);
   v1::DeleteNamespaceRequest request;
   request.set_namespace_id(namespace_id);
   v1::DeleteNamespaceResponse response;

@@ -66,6 +66,14 @@ struct ClientOptions {
   // Identifies this client's appends (see "Retry-safe appends"); 0 picks a random id. Give two
   // clients the same id only if they never append to the same namespace.
   uint64_t writer_id = 0;
+  // Sent with every call as "authorization: Bearer <auth_token>" when not empty (walserver's
+  // --auth_token_file).
+  std::string auth_token;
+  // TLS: PEM CA certificates to verify walserver with (empty: plaintext), and this client's
+  // certificate and key for servers that require one.
+  std::string tls_ca_file;
+  std::string tls_cert_file;
+  std::string tls_key_file;
 };
 
 struct CreateNamespaceResult {
@@ -177,6 +185,8 @@ class Client {
   struct AsyncAppend;
   Client(const ClientOptions& options, std::unique_ptr<v1::WalService::Stub> stub);
   std::chrono::system_clock::time_point Deadline(std::chrono::milliseconds timeout) const;
+  // Adds what every call carries (the bearer token).
+  void Prepare(grpc::ClientContext& ctx) const;
   // Runs `attempt` (one RPC with the given deadline) until it succeeds, fails with something
   // other than UNAVAILABLE, runs out of retries, or the deadline is near.
   absl::Status WithRetries(std::chrono::system_clock::time_point deadline,

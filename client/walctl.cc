@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -37,6 +38,8 @@ Options:
   --server=ADDRESS   HOST:PORT or unix:///path (default $WALCTL_SERVER, else 127.0.0.1:50051)
   --timeout=SECONDS  deadline of each call (default 30)
   --json             machine-readable output: one JSON object per line
+  --token_file=PATH  bearer token for a walserver with --auth_token_file (or $WALCTL_TOKEN)
+  --tls_ca=PATH      verify walserver's TLS certificate with these PEM CAs (default plaintext)
 
 Exit status: 0 ok, 1 other error, 2 bad usage, 3 not found, 4 invalid argument,
 5 out of range, 6 unavailable or timed out (retry later), 7 data loss, 8 not allowed.
@@ -311,6 +314,7 @@ int List(const Cli& cli, wal::Client& client) {
 int main(int argc, char** argv) {
   Cli cli;
   if (const char* env = std::getenv("WALCTL_SERVER")) cli.options.target = env;
+  if (const char* env = std::getenv("WALCTL_TOKEN")) cli.options.auth_token = env;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     const bool global = cli.command.empty();
@@ -330,6 +334,14 @@ int main(int argc, char** argv) {
         return Usage("--timeout needs a positive number of seconds");
       }
       cli.options.timeout = std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+    } else if (global && arg.rfind("--token_file=", 0) == 0) {
+      std::ifstream in(arg.substr(13));
+      std::stringstream token;
+      token << in.rdbuf();
+      if (!in) return Usage("cannot read " + arg.substr(13));
+      cli.options.auth_token = std::string(absl::StripAsciiWhitespace(token.str()));
+    } else if (global && arg.rfind("--tls_ca=", 0) == 0) {
+      cli.options.tls_ca_file = arg.substr(9);
     } else if (global && arg == "--json") {
       cli.json = true;
     } else if (global && arg.rfind("-", 0) == 0) {

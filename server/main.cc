@@ -46,6 +46,14 @@ ABSL_FLAG(uint64_t, max_inflight_append_bytes, 0,
           "Entry bytes of appends waiting for Kafka; an append beyond gets RESOURCE_EXHAUSTED. "
           "0 means 4 x max_entry_bytes");
 ABSL_FLAG(int, startup_timeout_ms, 60000, "How long start-up waits for Kafka");
+ABSL_FLAG(std::string, auth_token_file, "",
+          "File holding a bearer token: every call must then carry 'authorization: Bearer "
+          "<token>' (UNAUTHENTICATED otherwise); the health service stays open");
+ABSL_FLAG(std::string, tls_cert_file, "",
+          "PEM certificate chain for TLS on the TCP listeners (with --tls_key_file)");
+ABSL_FLAG(std::string, tls_key_file, "", "PEM private key of --tls_cert_file");
+ABSL_FLAG(std::string, tls_client_ca_file, "",
+          "PEM CA certificates: clients must present a certificate signed by one of them");
 ABSL_FLAG(int, prune_interval_ms, 60000,
           "How often records no live namespace can read are deleted from the slots "
           "(DeleteRecords); 0 turns pruning off. Off on the embedded mock cluster");
@@ -123,6 +131,10 @@ int main(int argc, char** argv, char** envp) {
   options.startup_timeout = std::chrono::milliseconds(absl::GetFlag(FLAGS_startup_timeout_ms));
   options.max_concurrent_reads = absl::GetFlag(FLAGS_max_concurrent_reads);
   options.prune_interval = std::chrono::milliseconds(absl::GetFlag(FLAGS_prune_interval_ms));
+  options.auth_token_file = absl::GetFlag(FLAGS_auth_token_file);
+  options.tls_cert_file = absl::GetFlag(FLAGS_tls_cert_file);
+  options.tls_key_file = absl::GetFlag(FLAGS_tls_key_file);
+  options.tls_client_ca_file = absl::GetFlag(FLAGS_tls_client_ca_file);
   options.max_inflight_append_bytes = absl::GetFlag(FLAGS_max_inflight_append_bytes);
   options.name = absl::GetFlag(FLAGS_name);
   for (absl::string_view kv :

@@ -3,8 +3,11 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <map>
+#include <sstream>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -12,6 +15,7 @@
 #include "absl/strings/strip.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
 #include "spdlog/spdlog.h"
 
@@ -38,6 +42,40 @@ absl::Status Validate(const ServerOptions& o) {
     return absl::InvalidArgumentError("append_timeout and admin_timeout must be at least 100 ms");
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ReadWholeFile(const std::string& path, absl::string_view what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::InvalidArgumentError(absl::StrCat("cannot read ", what, " ", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// The credentials of TCP listeners: TLS when a certificate is configured.
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> TcpCredentials(const ServerOptions& o) {
+  if (o.tls_cert_file.empty() && o.tls_key_file.empty()) {
+    if (!o.tls_client_ca_file.empty()) {
+      return absl::InvalidArgumentError("tls_client_ca_file needs tls_cert_file and tls_key_file");
+    }
+    return grpc::InsecureServerCredentials();
+  }
+  if (o.tls_cert_file.empty() || o.tls_key_file.empty()) {
+    return absl::InvalidArgumentError("TLS needs both tls_cert_file and tls_key_file");
+  }
+  auto cert = ReadWholeFile(o.tls_cert_file, "tls_cert_file");
+  if (!cert.ok()) return cert.status();
+  auto key = ReadWholeFile(o.tls_key_file, "tls_key_file");
+  if (!key.ok()) return key.status();
+  grpc::SslServerCredentialsOptions ssl(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+  ssl.pem_key_cert_pairs.push_back({*key, *cert});
+  if (!o.tls_client_ca_file.empty()) {
+    auto ca = ReadWholeFile(o.tls_client_ca_file, "tls_client_ca_file");
+    if (!ca.ok()) return ca.status();
+    ssl.pem_root_certs = *ca;
+    ssl.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+  }
+  return grpc::SslServerCredentials(ssl);
 }
 
 std::string DefaultName() {
@@ -165,6 +203,17 @@ absl::StatusOr<std::unique_ptr<WalServer>> WalServer::Start(ServerOptions o) {
         "max_inflight_append_bytes must be at least max_entry_bytes, or no largest entry fits");
   }
   service_options.admin_timeout = o.admin_timeout;
+  if (!o.auth_token_file.empty()) {
+    auto token = ReadWholeFile(o.auth_token_file, "auth_token_file");
+    if (!token.ok()) return token.status();
+    service_options.auth_token = std::string(absl::StripAsciiWhitespace(*token));
+    if (service_options.auth_token.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("auth_token_file ", o.auth_token_file, " holds no token"));
+    }
+  }
+  auto tcp_credentials = TcpCredentials(o);
+  if (!tcp_credentials.ok()) return tcp_credentials.status();
   self->service_ =
       std::make_unique<WalServiceImpl>(service_options, self->meta_.get(), self->writer_.get(),
                                        self->reader_.get(), self->admin_.get(), &self->metrics_);
@@ -184,7 +233,9 @@ absl::StatusOr<std::unique_ptr<WalServer>> WalServer::Start(ServerOptions o) {
       std::error_code ignored;
       if (std::filesystem::is_socket(path, ignored)) std::filesystem::remove(path, ignored);
     }
-    builder.AddListeningPort(listens[i], grpc::InsecureServerCredentials(), &ports[i]);
+    const bool unix_socket = absl::StartsWith(listens[i], "unix:");
+    builder.AddListeningPort(
+        listens[i], unix_socket ? grpc::InsecureServerCredentials() : *tcp_credentials, &ports[i]);
   }
   builder.RegisterService(self->service_.get());
   builder.RegisterService(self->health_.get());

@@ -44,6 +44,13 @@ struct ServerOptions {
   std::chrono::milliseconds prune_interval{60000};
   // Entry bytes of appends waiting for Kafka; more gets RESOURCE_EXHAUSTED. 0: 4 x max_entry_bytes.
   uint64_t max_inflight_append_bytes = 0;
+  // A file holding the bearer token every call must carry; empty: no token needed.
+  std::string auth_token_file;
+  // TLS on the TCP listeners (unix sockets stay plaintext): the server's PEM certificate chain
+  // and key; with tls_client_ca_file, clients must present a certificate it signed.
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  std::string tls_client_ca_file;
   KafkaProperties kafka_properties;  // passed to every Kafka client
   std::string name;                  // in Kafka client ids and meta records
 };

@@ -162,6 +162,25 @@ void WalServiceImpl::Fill(const NamespaceState& state, int64_t slot_end, v1::Nam
   out->set_epoch(state.epoch);
 }
 
+absl::Status WalServiceImpl::Authenticate(const grpc::CallbackServerContext& ctx) const {
+  if (options_.auth_token.empty()) return absl::OkStatus();
+  const auto& metadata = ctx.client_metadata();
+  auto it = metadata.find("authorization");
+  if (it == metadata.end()) {
+    return absl::UnauthenticatedError(
+        "this walserver requires a bearer token: send metadata 'authorization: Bearer <token>'");
+  }
+  const std::string expected = "Bearer " + options_.auth_token;
+  const grpc::string_ref& got = it->second;
+  // Compare in constant time, so that the answer's timing does not reveal the token.
+  unsigned char diff = got.size() != expected.size();
+  for (size_t i = 0; i < expected.size(); ++i) {
+    diff |= static_cast<unsigned char>(expected[i] ^ (i < got.size() ? got.data()[i] : 0));
+  }
+  if (diff != 0) return absl::UnauthenticatedError("the bearer token is not valid");
+  return absl::OkStatus();
+}
+
 absl::StatusOr<NamespaceState> WalServiceImpl::Lookup(uint64_t namespace_id,
                                                       Clock::time_point deadline) const {
   if (std::optional<NamespaceState> state = meta_->Get(namespace_id)) return *state;
@@ -184,6 +203,7 @@ grpc::ServerUnaryReactor* WalServiceImpl::Defer(
 grpc::ServerUnaryReactor* WalServiceImpl::CreateNamespace(grpc::CallbackServerContext* ctx,
                                                           const v1::CreateNamespaceRequest* request,
                                                           v1::CreateNamespaceResponse* response) {
+  if (absl::Status s = Authenticate(*ctx); !s.ok()) return FinishNow(ctx, s);
   if (absl::Status s = CheckId(request->namespace_id()); !s.ok()) return FinishNow(ctx, s);
   return Defer(ctx, [this, request, response](Clock::time_point deadline) -> absl::Status {
     auto result = meta_->Create(
@@ -281,6 +301,7 @@ void WalServiceImpl::StartAppend(grpc::ServerUnaryReactor* reactor, Clock::time_
 grpc::ServerUnaryReactor* WalServiceImpl::Append(grpc::CallbackServerContext* ctx,
                                                  const v1::AppendRequest* request,
                                                  v1::AppendResponse* response) {
+  if (absl::Status s = Authenticate(*ctx); !s.ok()) return FinishNow(ctx, s);
   std::vector<AppendItem> items;
   bool epoch_ahead = false;
   absl::Status status = PrepareAppend(*request, &items, &epoch_ahead);
@@ -320,7 +341,8 @@ grpc::ServerUnaryReactor* WalServiceImpl::Append(grpc::CallbackServerContext* ct
 grpc::ServerWriteReactor<v1::ReadResponse>* WalServiceImpl::Read(grpc::CallbackServerContext* ctx,
                                                                  const v1::ReadRequest* request) {
   auto* reactor = new ReadReactor();
-  absl::Status status = CheckId(request->namespace_id());
+  absl::Status status = Authenticate(*ctx);
+  if (status.ok()) status = CheckId(request->namespace_id());
   if (status.ok()) {
     ReadParams params;
     params.namespace_id = request->namespace_id();
@@ -337,6 +359,7 @@ grpc::ServerWriteReactor<v1::ReadResponse>* WalServiceImpl::Read(grpc::CallbackS
 grpc::ServerUnaryReactor* WalServiceImpl::Truncate(grpc::CallbackServerContext* ctx,
                                                    const v1::TruncateRequest* request,
                                                    v1::TruncateResponse* response) {
+  if (absl::Status s = Authenticate(*ctx); !s.ok()) return FinishNow(ctx, s);
   if (absl::Status s = CheckId(request->namespace_id()); !s.ok()) return FinishNow(ctx, s);
   return Defer(ctx, [this, request, response](Clock::time_point deadline) -> absl::Status {
     const uint64_t ns_id = request->namespace_id();
@@ -362,6 +385,7 @@ grpc::ServerUnaryReactor* WalServiceImpl::Truncate(grpc::CallbackServerContext* 
 grpc::ServerUnaryReactor* WalServiceImpl::GetNamespace(grpc::CallbackServerContext* ctx,
                                                        const v1::GetNamespaceRequest* request,
                                                        v1::GetNamespaceResponse* response) {
+  if (absl::Status s = Authenticate(*ctx); !s.ok()) return FinishNow(ctx, s);
   if (absl::Status s = CheckId(request->namespace_id()); !s.ok()) return FinishNow(ctx, s);
   return Defer(ctx, [this, request, response](Clock::time_point deadline) -> absl::Status {
     absl::StatusOr<NamespaceState> state = Lookup(request->namespace_id(), deadline);
@@ -376,6 +400,7 @@ grpc::ServerUnaryReactor* WalServiceImpl::GetNamespace(grpc::CallbackServerConte
 grpc::ServerUnaryReactor* WalServiceImpl::ListNamespaces(grpc::CallbackServerContext* ctx,
                                                          const v1::ListNamespacesRequest* request,
                                                          v1::ListNamespacesResponse* response) {
+  if (absl::Status s = Authenticate(*ctx); !s.ok()) return FinishNow(ctx, s);
   uint64_t after = 0;
   if (!request->page_token().empty() && !absl::SimpleAtoi(request->page_token(), &after)) {
     return FinishNow(ctx, absl::InvalidArgumentError(absl::StrCat(
@@ -407,6 +432,7 @@ grpc::ServerUnaryReactor* WalServiceImpl::ListNamespaces(grpc::CallbackServerCon
 grpc::ServerUnaryReactor* WalServiceImpl::DeleteNamespace(grpc::CallbackServerContext* ctx,
                                                           const v1::DeleteNamespaceRequest* request,
                                                           v1::DeleteNamespaceResponse* response) {
+  if (absl::Status s = Authenticate(*ctx); !s.ok()) return FinishNow(ctx, s);
   if (absl::Status s = CheckId(request->namespace_id()); !s.ok()) return FinishNow(ctx, s);
   return Defer(ctx, [this, request](Clock::time_point deadline) -> absl::Status {
     if (auto state = Lookup(request->namespace_id(), deadline); !state.ok()) return state.status();
@@ -419,6 +445,7 @@ grpc::ServerUnaryReactor* WalServiceImpl::DeleteNamespace(grpc::CallbackServerCo
 grpc::ServerUnaryReactor* WalServiceImpl::AcquireNamespace(
     grpc::CallbackServerContext* ctx, const v1::AcquireNamespaceRequest* request,
     v1::AcquireNamespaceResponse* response) {
+  if (absl::Status s = Authenticate(*ctx); !s.ok()) return FinishNow(ctx, s);
   if (absl::Status s = CheckId(request->namespace_id()); !s.ok()) return FinishNow(ctx, s);
   return Defer(ctx, [this, request, response](Clock::time_point deadline) -> absl::Status {
     const uint64_t ns_id = request->namespace_id();

@@ -21,6 +21,8 @@ struct ServiceOptions {
   // Upper bound on Kafka round trips of admin calls without a (shorter) deadline.
   std::chrono::milliseconds admin_timeout{10000};
   int admin_threads = 4;
+  // When set, every call must carry "authorization: Bearer <auth_token>" (else UNAUTHENTICATED).
+  std::string auth_token;
 };
 
 class WalServiceImpl final : public v1::WalService::CallbackService {
@@ -66,6 +68,8 @@ class WalServiceImpl final : public v1::WalService::CallbackService {
   grpc::ServerUnaryReactor* Defer(grpc::CallbackServerContext* ctx,
                                   std::function<absl::Status(Clock::time_point)> work);
   Clock::time_point AdminDeadline(grpc::CallbackServerContext* ctx) const;
+  // OK when no token is configured or the call carries the right one.
+  absl::Status Authenticate(const grpc::CallbackServerContext& ctx) const;
   // The namespace; when this server does not know it, after catching up with the metadata topic
   // (it may have been created through another server a moment ago). NOT_FOUND if still unknown.
   absl::StatusOr<NamespaceState> Lookup(uint64_t namespace_id, Clock::time_point deadline) const;
