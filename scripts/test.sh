@@ -21,7 +21,7 @@ echo "== build"
 echo "== Kafka"
 source tests/kafka/temporary_broker.sh
 start_temporary_broker
-export WAL_TEST_BROKERS=$KAFKA_BOOTSTRAP
+export WAL_TEST_BROKERS=$KAFKA_BOOTSTRAP WAL_TEST_SASL_BROKERS=$KAFKA_SASL_BOOTSTRAP
 
 echo "== tests (Kafka at $WAL_TEST_BROKERS)"
 (cd "${BUILD_DIR:-build}" && ctest --output-on-failure -j2 -LE fault "$@")

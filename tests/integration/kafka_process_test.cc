@@ -2,6 +2,7 @@
 // servers racing, restarts, and the embedded default.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <set>
@@ -225,6 +226,30 @@ TEST_F(KafkaProcessTest, SigtermFinishesAppendsEndsReadsAndExitsInBoundedTime) {
   std::cerr << "RESULT sigterm: " << acked.size() << " appends acknowledged, all readable; exit "
             << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
             << " ms after SIGTERM; the following read ended with UNAVAILABLE\n";
+}
+
+TEST_F(KafkaProcessTest, SecuritySettingsReachKafkaOverSaslPlain) {
+  const char* sasl = std::getenv("WAL_TEST_SASL_BROKERS");
+  ASSERT_NE(sasl, nullptr) << "WAL_TEST_SASL_BROKERS is not set: the broker that "
+                              "./scripts/test.sh starts has a SASL_PLAINTEXT listener";
+  const auto args = [&](const std::string& password) {
+    std::vector<std::string> a = KafkaServerArgs(sasl, prefix_);
+    a.push_back(
+        "--kafka_properties=security.protocol=SASL_PLAINTEXT,sasl.mechanism=PLAIN,"
+        "sasl.username=walserver,sasl.password=" +
+        password);
+    a.push_back("--startup_timeout_ms=8000");
+    return a;
+  };
+  auto server = ServerProcess::Start(args("walserver-secret"));
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto client = Connect((*server)->address());
+  RoundTrip(*client, 1, 2, 50, 17);
+  // A wrong password: walserver does not start, and says why.
+  auto refused = ServerProcess::Start(args("wrong"));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("uthentication"), absl::string_view::npos)
+      << refused.status();
 }
 
 }  // namespace

@@ -8,6 +8,8 @@
 #   tests/kafka/kafka.sh stop DIR     stop it cleanly (SIGTERM, then SIGKILL after 30 s)
 #   tests/kafka/kafka.sh kill DIR     kill -9, as a crash would
 #   tests/kafka/kafka.sh bootstrap DIR   print HOST:PORT of the broker
+#   tests/kafka/kafka.sh sasl-bootstrap DIR   print HOST:PORT of its SASL_PLAINTEXT listener
+#                                     (mechanism PLAIN, user walserver, password walserver-secret)
 #
 # A cluster of three combined broker+controller nodes (replication factor 3, min ISR 2), each a
 # separate process with its own ports and data in DIR/node-<id>, sharing one voter list:
@@ -57,21 +59,30 @@ java_run() {
     -cp "$cache/libs/*" "$@"
 }
 
-# write_config NODE_ID PORT VOTERS REPLICATION: server.properties and log4j2.properties in $dir.
+# write_config NODE_ID PORT VOTERS REPLICATION [SASL_PORT]: server.properties and
+# log4j2.properties in $dir. With SASL_PORT, a SASL_PLAINTEXT listener (PLAIN) too.
 write_config() {
-  local node=$1 port=$2 voters=$3 rf=$4 cport
+  local node=$1 port=$2 voters=$3 rf=$4 sasl_port=${5:-} cport listeners advertised map
   cport=${voters#*"$node"@127.0.0.1:}
   cport=${cport%%,*}
+  listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
+  advertised=PLAINTEXT://127.0.0.1:$port
+  map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+  if [[ -n "$sasl_port" ]]; then
+    listeners+=",SASL_PLAINTEXT://127.0.0.1:$sasl_port"
+    advertised+=",SASL_PLAINTEXT://127.0.0.1:$sasl_port"
+    map+=",SASL_PLAINTEXT:SASL_PLAINTEXT"
+  fi
   mkdir -p "$dir/data"
   cat >"$dir/server.properties" <<PROPS
 process.roles=broker,controller
 node.id=$node
 controller.quorum.voters=$voters
-listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
-advertised.listeners=PLAINTEXT://127.0.0.1:$port
+listeners=$listeners
+advertised.listeners=$advertised
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+listener.security.protocol.map=$map
 log.dirs=$dir/data
 num.partitions=1
 default.replication.factor=$rf
@@ -94,6 +105,13 @@ replica.fetch.max.bytes=4194304
 auto.create.topics.enable=false
 unclean.leader.election.enable=false
 PROPS
+  if [[ -n "$sasl_port" ]]; then
+    cat >>"$dir/server.properties" <<PROPS
+sasl.enabled.mechanisms=PLAIN
+listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="admin-secret" user_admin="admin-secret" user_walserver="walserver-secret";
+PROPS
+    echo "127.0.0.1:$sasl_port" >"$dir/sasl_bootstrap"
+  fi
   cat >"$dir/log4j2.properties" <<PROPS
 status = warn
 appender.file.type = File
@@ -155,11 +173,13 @@ start() {
     return 0
   fi
   if [[ ! -f "$dir/server.properties" ]]; then
-    local port cport
+    local port cport sport
     port=$(free_port)
     cport=$(free_port)
+    sport=$(free_port)
     while [[ "$cport" == "$port" ]]; do cport=$(free_port); done
-    write_config 1 "$port" "1@127.0.0.1:$cport" 1
+    while [[ "$sport" == "$port" || "$sport" == "$cport" ]]; do sport=$(free_port); done
+    write_config 1 "$port" "1@127.0.0.1:$cport" 1 "$sport"
     format "$(java_run kafka.tools.StorageTool random-uuid)"
   fi
   launch
@@ -241,6 +261,7 @@ case "$cmd" in
   stop) need_dir; stop TERM ;;
   kill) need_dir; stop KILL ;;
   bootstrap) need_dir; cat "$dir/bootstrap" ;;
+  sasl-bootstrap) need_dir; cat "$dir/sasl_bootstrap" ;;
   cluster-start) need_dir; cluster_start ;;
   cluster-stop) need_dir; cluster_stop ;;
   node-kill) need_dir id; node; stop KILL ;;
