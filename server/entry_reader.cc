@@ -442,6 +442,11 @@ absl::Status EntryReader::Run(const ReadParams& params, ReadSink& sink) {
   if (!marks.ok()) return marks.status();
   const int64_t end = marks->high;
   const int64_t first = ns->first_entry_id();
+  if (params.start_entry_id > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+    return absl::OutOfRangeError(absl::StrCat("start_entry_id ", params.start_entry_id,
+                                              " is past the end ", end, " of namespace ",
+                                              params.namespace_id));
+  }
   const int64_t start =
       params.start_entry_id == 0 ? first : static_cast<int64_t>(params.start_entry_id);
   if (start < first) {
