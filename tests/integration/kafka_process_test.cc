@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <set>
@@ -250,6 +251,67 @@ TEST_F(KafkaProcessTest, SecuritySettingsReachKafkaOverSaslPlain) {
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("uthentication"), absl::string_view::npos)
       << refused.status();
+}
+
+// Resident memory of a process in KiB, from /proc.
+int64_t RssKiB(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::atoll(line.c_str() + 6);
+  }
+  return -1;
+}
+
+TEST_F(KafkaProcessTest, FloodOf64MiBAppendsStaysUnderTheMemoryBound) {
+  // The defaults: 64 MiB entries, 256 MiB of append bytes in flight.
+  auto server = StartServer();
+  ASSERT_NE(server, nullptr);
+  auto admin = Connect(server->address());
+  constexpr int kWriters = 6;
+  for (int w = 1; w <= kWriters; ++w) ASSERT_TRUE(admin->CreateNamespace(w).ok());
+  const std::string entry(64 << 20, 'f');
+  std::atomic<int> ok{0}, refused{0}, other{0};
+  std::atomic<bool> done{false};
+  int64_t peak = 0;
+  std::thread sampler([&] {
+    while (!done) {
+      peak = std::max(peak, RssKiB(server->pid()));
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  });
+  std::vector<std::thread> writers;
+  for (int w = 1; w <= kWriters; ++w) {
+    writers.emplace_back([&, w] {
+      ClientOptions options;
+      options.target = server->address();
+      options.timeout = seconds(120);
+      options.max_retries = 0;  // see every RESOURCE_EXHAUSTED
+      auto c = Client::Connect(options);
+      for (int i = 0; i < 3; ++i) {
+        auto ids = (*c)->Append(w, {entry});
+        if (ids.ok()) {
+          ++ok;
+        } else if (absl::IsResourceExhausted(ids.status())) {
+          ++refused;
+          std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        } else {
+          ++other;
+        }
+      }
+    });
+  }
+  for (auto& t : writers) t.join();
+  done = true;
+  sampler.join();
+  // Bound: the 256 MiB in flight, held as request and as records (x2), plus one more request
+  // per writer being received or refused, plus the process at rest.
+  const int64_t bound_mib = 2 * 256 + kWriters * 64 + 128;
+  std::cerr << "RESULT flood: " << kWriters << " writers x 3 appends of 64 MiB: " << ok << " ok, "
+            << refused << " RESOURCE_EXHAUSTED, " << other << " other; walserver peak RSS "
+            << peak / 1024 << " MiB (bound " << bound_mib << " MiB)\n";
+  EXPECT_EQ(other, 0);
+  EXPECT_GT(ok, 0);
+  EXPECT_LT(peak / 1024, bound_mib);
 }
 
 }  // namespace

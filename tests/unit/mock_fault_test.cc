@@ -171,5 +171,70 @@ TEST(MockFaults, FatalProducerErrorReplacesTheProducer) {
   EXPECT_EQ(all->front().data(), "before");
 }
 
+TEST(MockFaults, ConcurrentReadsAreCapped) {
+  ServerOptions options = MockServerOptions();
+  options.topic_prefix = UniqueName("fault");
+  options.max_concurrent_reads = 2;
+  auto server = WalServer::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto client = Connect((*server)->address(), seconds(5));
+  ASSERT_TRUE(client->CreateNamespace(1).ok());
+  ASSERT_TRUE(client->Append(1, {"x"}).ok());
+  ReadOptions follow;
+  follow.namespace_id = 1;
+  follow.follow = true;
+  std::vector<std::unique_ptr<ReadStream>> streams;
+  v1::Entry entry;
+  for (int i = 0; i < 2; ++i) {
+    streams.push_back(client->OpenRead(follow));
+    ASSERT_TRUE(streams.back()->Next(&entry));  // running
+  }
+  auto third = client->ReadAll(1);
+  EXPECT_EQ(third.status().code(), absl::StatusCode::kResourceExhausted) << third.status();
+  EXPECT_NE(third.status().message().find("concurrent reads"), absl::string_view::npos);
+  // Ending one frees its place.
+  streams.front().reset();
+  absl::StatusOr<std::vector<v1::Entry>> again;
+  const auto deadline = Clock::now() + seconds(10);
+  do {
+    again = client->ReadAll(1);
+  } while (!again.ok() && Clock::now() < deadline);
+  EXPECT_TRUE(again.ok()) << again.status();
+}
+
+TEST(MockFaults, SlowKafkaTimesOutAppendsAndTheClientRetriesThrough) {
+  ServerOptions options = MockServerOptions();
+  options.topic_prefix = UniqueName("fault");
+  auto server = WalServer::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  ClientOptions opts;
+  opts.target = (*server)->address();
+  opts.timeout = seconds(20);
+  opts.append_attempt_timeout = seconds(2);
+  opts.retry_backoff = milliseconds(50);
+  auto client = Client::Connect(opts);
+  ASSERT_TRUE(client.ok());
+  ASSERT_TRUE((*client)->CreateNamespace(1).ok());
+  ASSERT_TRUE((*client)->Append(1, {"before"}).ok());
+  // Every request to the broker now takes 3 s: longer than an attempt may wait.
+  rd_kafka_mock_cluster_t* cluster = (*server)->mock_cluster()->cluster();
+  ASSERT_EQ(rd_kafka_mock_broker_set_rtt(cluster, 1, 3000), RD_KAFKA_RESP_ERR_NO_ERROR);
+  std::thread heal([cluster] {
+    std::this_thread::sleep_for(seconds(5));
+    rd_kafka_mock_broker_set_rtt(cluster, 1, 0);
+  });
+  const auto t0 = Clock::now();
+  auto ids = (*client)->Append(1, {"through the slowness"});
+  const auto took = Clock::now() - t0;
+  heal.join();
+  ASSERT_TRUE(ids.ok()) << ids.status();
+  EXPECT_GT(took, seconds(2)) << "the first attempt must have timed out";
+  // Retried attempts may all have been written: the read shows the entry once.
+  auto all = (*client)->ReadAll(1);
+  ASSERT_TRUE(all.ok()) << all.status();
+  ASSERT_EQ(all->size(), 2u);
+  EXPECT_EQ(all->back().data(), "through the slowness");
+}
+
 }  // namespace
 }  // namespace wal::testing

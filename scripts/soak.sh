@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Soak: the random-schedule test (4 datanodes on 2 walservers: appends, acquisitions, truncations,
+# lost answers and retries, a walserver kill -9 every 3-6 s) for SOAK_SECONDS (default 600) on a
+# real broker, then its checker over everything acknowledged. Not part of CI.
+#   scripts/soak.sh            # 10 minutes
+#   SOAK_SECONDS=3600 scripts/soak.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+./scripts/setup.sh --test
+./scripts/build.sh integration_test walserver
+
+source tests/kafka/temporary_broker.sh
+start_temporary_broker
+export WAL_TEST_BROKERS=$KAFKA_BOOTSTRAP
+export WAL_FENCING_SECONDS=${SOAK_SECONDS:-600}
+echo "== soak: ${WAL_FENCING_SECONDS} s on Kafka at $WAL_TEST_BROKERS"
+"${BUILD_DIR:-build}/tests/integration_test" \
+  --gtest_filter='FencingTest.RandomSchedulesKeepEveryAcknowledgedEntryExactlyOnce' 2>&1 |
+  grep -E '^(seed|RESULT|\[)' 
