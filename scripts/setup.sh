@@ -9,7 +9,7 @@ packages=(g++ cmake ninja-build ccache pkg-config
   librdkafka-dev libabsl-dev libspdlog-dev libgtest-dev libgmock-dev
   libcpp-httplib-dev libssl-dev libbrotli-dev)
 if [[ "${1:-}" == "--test" ]]; then
-  packages+=(kcat clang-format openssl default-jre-headless maven python3 python3-yaml curl)
+  packages+=(kcat clang-format clang libclang-rt-14-dev openssl default-jre-headless maven python3 python3-yaml curl)
 fi
 
 missing=()

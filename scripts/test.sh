@@ -2,8 +2,8 @@
 # The whole suite: installs what is missing (Java and Maven artifacts for Kafka included),
 # checks formatting, builds, starts a real Kafka broker, runs every test through ctest but the
 # fault tests, then starts a 3-node Kafka cluster and runs the fault tests one at a time on it,
-# runs the unit tests again built with AddressSanitizer and UndefinedBehaviorSanitizer, stops
-# Kafka.
+# runs the unit tests again built with AddressSanitizer and UndefinedBehaviorSanitizer, runs the
+# libFuzzer targets for 30 s each, stops Kafka.
 # Exits non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,3 +36,6 @@ echo "== unit tests under AddressSanitizer and UndefinedBehaviorSanitizer"
 BUILD_DIR=build-asan CMAKE_ARGS=-DWAL_SANITIZE=address,undefined \
   ./scripts/build.sh unit_test unit_contract_test
 (cd build-asan && UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ctest -L unit --output-on-failure -j2)
+
+echo "== fuzzers, a short run (clang, AddressSanitizer and UndefinedBehaviorSanitizer)"
+FUZZ_SECONDS=${FUZZ_SECONDS:-30} ./scripts/fuzz.sh
