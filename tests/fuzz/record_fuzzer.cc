@@ -3,9 +3,9 @@
 //
 // Input: records one after another, each a 2-byte big-endian length and that many bytes; every
 // record gets the next offset. The first byte picks the assembler's entry limit.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <algorithm>
 #include <cstdlib>
 #include <string_view>
 #include <vector>
