@@ -341,8 +341,12 @@ class EntryReader::SlotScan : public std::enable_shared_from_this<SlotScan> {
       }
       position = msg->offset + 1;
       {
+        // Later joiners must start after this record; those that joined while it was being
+        // fetched (their start is at most its offset) are admitted now, so that they get it.
         std::lock_guard<std::mutex> lock(mu_);
-        position_ = position;  // later joiners must start after this record
+        position_ = position;
+        for (auto& m : pending_) members_.push_back(std::move(m));
+        pending_.clear();
       }
       const std::optional<uint64_t> key = DecodeKey(msg->key, msg->key_len);
       if (!key) {
@@ -364,7 +368,7 @@ class EntryReader::SlotScan : public std::enable_shared_from_this<SlotScan> {
 
   EntryReader* const reader_;
   const Slot slot_;
-  std::vector<std::shared_ptr<Member>> members_;  // scan thread only
+  std::vector<std::shared_ptr<Member>> members_;  // the scan thread's (it admits under mu_)
 
   std::mutex mu_;
   std::vector<std::shared_ptr<Member>> pending_;
