@@ -326,12 +326,8 @@ int64_t MetaStore::PrunedBefore(const Slot& slot) const {
 }
 
 std::map<std::pair<std::string, int32_t>, int64_t> MetaStore::LowestFirstEntryIds() const {
-  std::map<std::pair<std::string, int32_t>, int64_t> lowest;
-  for (const NamespaceState& ns : List(0, SIZE_MAX)) {
-    auto [it, fresh] = lowest.try_emplace({ns.slot.topic, ns.slot.partition}, ns.first_entry_id());
-    if (!fresh) it->second = std::min(it->second, ns.first_entry_id());
-  }
-  return lowest;
+  absl::MutexLock lock(&mu_);
+  return table_.LowestFirstEntryIds();
 }
 
 std::optional<NamespaceState> MetaStore::Get(uint64_t namespace_id) const {

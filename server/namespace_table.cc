@@ -139,6 +139,17 @@ std::vector<NamespaceState> NamespaceTable::List(uint64_t after, size_t limit) c
   return out;
 }
 
+std::map<std::pair<std::string, int32_t>, int64_t> NamespaceTable::LowestFirstEntryIds() const {
+  std::map<std::pair<std::string, int32_t>, int64_t> lowest;
+  for (const auto& [id, row] : rows_) {
+    if (row.state.deleted) continue;
+    const int64_t first = row.state.first_entry_id();
+    auto [it, fresh] = lowest.try_emplace({row.state.slot.topic, row.state.slot.partition}, first);
+    if (!fresh) it->second = std::min(it->second, first);
+  }
+  return lowest;
+}
+
 std::vector<size_t> NamespaceTable::LoadPerSlot() const { return load_; }
 
 const Slot& NamespaceTable::LeastLoadedSlot() const {

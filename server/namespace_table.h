@@ -75,6 +75,8 @@ class NamespaceTable {
   std::optional<NamespaceState> Get(uint64_t namespace_id) const;
   // Live namespaces with id > `after`, in id order, at most `limit`.
   std::vector<NamespaceState> List(uint64_t after, size_t limit) const;
+  // Per slot with live namespaces (any slot, not only ours): their lowest first_entry_id.
+  std::map<std::pair<std::string, int32_t>, int64_t> LowestFirstEntryIds() const;
   // Live namespaces per slot, in the order of the constructor's slots.
   std::vector<size_t> LoadPerSlot() const;
   // The slot with the fewest live namespaces; the first such slot on a tie, so that servers

@@ -19,15 +19,6 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-// A line of /proc/PID/status, e.g. "Threads" or "VmRSS" (kB), as a number.
-int64_t ProcStatus(pid_t pid, const std::string& field) {
-  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind(field + ":", 0) == 0) return std::atoll(line.c_str() + field.size() + 1);
-  }
-  return -1;
-}
-
 class ClusterFaultTest : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
-#include <fstream>
 #include <map>
 #include <mutex>
 #include <set>
@@ -253,15 +252,6 @@ TEST_F(KafkaProcessTest, SecuritySettingsReachKafkaOverSaslPlain) {
       << refused.status();
 }
 
-// Resident memory of a process in KiB, from /proc.
-int64_t RssKiB(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::atoll(line.c_str() + 6);
-  }
-  return -1;
-}
-
 TEST_F(KafkaProcessTest, FloodOf64MiBAppendsStaysUnderTheMemoryBound) {
   // The defaults: 64 MiB entries, 256 MiB of append bytes in flight.
   auto server = StartServer();
@@ -275,7 +265,7 @@ TEST_F(KafkaProcessTest, FloodOf64MiBAppendsStaysUnderTheMemoryBound) {
   int64_t peak = 0;
   std::thread sampler([&] {
     while (!done) {
-      peak = std::max(peak, RssKiB(server->pid()));
+      peak = std::max(peak, ProcStatus(server->pid(), "VmRSS"));
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   });

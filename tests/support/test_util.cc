@@ -230,6 +230,14 @@ ServerProcess::~ServerProcess() {
   if (!::testing::Test::HasFailure()) std::filesystem::remove_all(dir_, ignored);
 }
 
+int64_t ProcStatus(pid_t pid, const std::string& field) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(field + ":", 0) == 0) return std::atoll(line.c_str() + field.size() + 1);
+  }
+  return -1;
+}
+
 std::string RandomData(std::mt19937_64& rng, size_t size) {
   std::string s(size, '\0');
   for (char& c : s) c = static_cast<char>(rng());

@@ -87,6 +87,9 @@ absl::StatusOr<std::vector<RawRecord>> ReadSlotRaw(const std::string& bootstrap,
 // Arguments that point walserver at the test Kafka with topics of its own.
 std::vector<std::string> KafkaServerArgs(const std::string& brokers, const std::string& prefix);
 
+// A numeric line of /proc/PID/status, e.g. "Threads" or "VmRSS" (in KiB); -1 if absent.
+int64_t ProcStatus(pid_t pid, const std::string& field);
+
 std::string RandomData(std::mt19937_64& rng, size_t size);
 
 // Creates `namespaces` namespaces from `first_id` on, appends `entries` entries in batches that
