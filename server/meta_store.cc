@@ -4,7 +4,6 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/time/time.h"
 #include "server/codec.h"
 #include "server/errors.h"
 #include "spdlog/spdlog.h"
@@ -88,7 +87,7 @@ absl::StatusOr<std::unique_ptr<MetaStore>> MetaStore::Open(const KafkaProperties
   }
   std::vector<NamespaceState> stale;
   {
-    absl::MutexLock lock(&store->mu_);
+    std::lock_guard lock(store->mu_);
     stale = store->table_.NeedingRestate();
     spdlog::info("namespace table loaded from {}: {} namespaces, {} records read",
                  store->options_.topic, store->table_.live_count(), store->next_offset_);
@@ -107,14 +106,17 @@ void MetaStore::TailLoop() {
     Message msg = consumer_->Poll(100);
     if (!msg) continue;
     if (msg->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
-      absl::MutexLock lock(&mu_);
-      next_offset_ = std::max(next_offset_, msg->offset);
-      tail_error_.clear();
+      {
+        std::lock_guard lock(mu_);
+        next_offset_ = std::max(next_offset_, msg->offset);
+        tail_error_.clear();
+      }
+      applied_.notify_all();
       continue;
     }
     if (msg->err) {
       const absl::Status status = KafkaErrorToStatus(msg->err, "tailing the metadata topic");
-      absl::MutexLock lock(&mu_);
+      std::lock_guard lock(mu_);
       if (tail_error_ != status.message()) spdlog::warn("{}", status.ToString());
       tail_error_ = std::string(status.message());
       continue;
@@ -124,7 +126,14 @@ void MetaStore::TailLoop() {
 }
 
 void MetaStore::ApplyMessage(const rd_kafka_message_t& msg) {
-  absl::MutexLock lock(&mu_);
+  {
+    std::lock_guard lock(mu_);
+    ApplyMessageLocked(msg);
+  }
+  applied_.notify_all();
+}
+
+void MetaStore::ApplyMessageLocked(const rd_kafka_message_t& msg) {
   next_offset_ = std::max(next_offset_, msg.offset + 1);
   tail_error_.clear();
   const absl::string_view key(static_cast<const char*>(msg.key), msg.key ? msg.key_len : 0);
@@ -155,11 +164,8 @@ void MetaStore::ApplyMessage(const rd_kafka_message_t& msg) {
 }
 
 absl::Status MetaStore::WaitApplied(int64_t offset, Clock::time_point deadline) {
-  absl::MutexLock lock(&mu_);
-  auto applied = [this, offset]()
-                     ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return next_offset_ > offset; };
-  const absl::Time abs_deadline = absl::Now() + absl::Milliseconds(RemainingMs(deadline));
-  if (!mu_.AwaitWithDeadline(absl::Condition(&applied), abs_deadline)) {
+  std::unique_lock lock(mu_);
+  if (!applied_.wait_until(lock, deadline, [&] { return next_offset_ > offset; })) {
     return absl::UnavailableError(absl::StrCat("the metadata topic was not read up to offset ",
                                                offset, " in time (read up to ", next_offset_,
                                                tail_error_.empty() ? "" : "; " + tail_error_, ")"));
@@ -205,7 +211,7 @@ void MetaStore::Restate(const NamespaceState& state, Clock::time_point deadline)
 void MetaStore::RestateIfStale(uint64_t namespace_id, Clock::time_point deadline) {
   std::optional<NamespaceState> state;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard lock(mu_);
     if (!table_.LatestRecordStale(namespace_id)) return;
     state = table_.Get(namespace_id);
   }
@@ -217,7 +223,7 @@ absl::StatusOr<std::pair<NamespaceState, bool>> MetaStore::Create(
     Clock::time_point deadline) {
   NamespaceState proposal;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard lock(mu_);
     if (auto existing = table_.Get(namespace_id)) return std::make_pair(*existing, false);
     proposal.slot = table_.LeastLoadedSlot();
   }
@@ -320,28 +326,28 @@ absl::Status MetaStore::RecordPrune(const Slot& slot, int64_t before, Clock::tim
 }
 
 int64_t MetaStore::PrunedBefore(const Slot& slot) const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   auto it = pruned_before_.find({slot.topic, slot.partition});
   return it == pruned_before_.end() ? 0 : it->second;
 }
 
 std::map<std::pair<std::string, int32_t>, int64_t> MetaStore::LowestFirstEntryIds() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   return table_.LowestFirstEntryIds();
 }
 
 std::optional<NamespaceState> MetaStore::Get(uint64_t namespace_id) const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   return table_.Get(namespace_id);
 }
 
 std::vector<NamespaceState> MetaStore::List(uint64_t after, size_t limit) const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   return table_.List(after, limit);
 }
 
 std::vector<std::pair<Slot, size_t>> MetaStore::LoadPerSlot() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   std::vector<std::pair<Slot, size_t>> out;
   const std::vector<size_t> load = table_.LoadPerSlot();
   for (size_t i = 0; i < load.size(); ++i) out.emplace_back(table_.slots()[i], load[i]);
@@ -349,13 +355,13 @@ std::vector<std::pair<Slot, size_t>> MetaStore::LoadPerSlot() const {
 }
 
 absl::Status MetaStore::Health() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   if (tail_error_.empty()) return absl::OkStatus();
   return absl::UnavailableError(absl::StrCat("metadata topic ", options_.topic, ": ", tail_error_));
 }
 
 uint64_t MetaStore::records_skipped() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   return skipped_;
 }
 

@@ -1,0 +1,417 @@
+// The concurrent core of walserver with no gRPC in between: the metadata store, the writer's
+// producer pool, the reader's shared scans and (on real Kafka) the pruner, driven from many
+// threads at once, with the results checked.
+//
+// Its other purpose is ThreadSanitizer (scripts/test.sh runs the *_core_test tests in a
+// -DWAL_SANITIZE=thread build). Every hand-off in these tests goes through our own locks or
+// librdkafka's (routed to pthreads, see server/tsan_c11_threads.cc), which TSan sees. Hand-offs
+// through gRPC go through Debian's uninstrumented libgrpc, where TSan sees no synchronisation
+// and reports races inside gRPC's own call objects; that is why the gRPC layer is not in the
+// TSan run.
+//
+// Built twice: unit (librdkafka's mock cluster) and, with WAL_TEST_REAL_KAFKA, integration.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <future>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "server/entry_reader.h"
+#include "server/entry_writer.h"
+#include "server/kafka.h"
+#include "server/meta_store.h"
+#include "server/metrics.h"
+#include "server/pruner.h"
+#include "tests/support/test_util.h"
+
+namespace wal::testing {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+// Collects what a read delivers.
+class CollectingSink final : public ReadSink {
+ public:
+  bool Send(v1::ReadResponse batch) override {
+    std::lock_guard lock(mu_);
+    for (v1::Entry& e : *batch.mutable_entries()) entries_.push_back(std::move(e));
+    return true;
+  }
+  bool cancelled() const override { return false; }
+  void Finish(absl::Status status) override {
+    {
+      std::lock_guard lock(mu_);
+      status_ = std::move(status);
+      done_ = true;
+    }
+    cv_.notify_all();
+  }
+  // The read's status and entries once it has finished.
+  absl::StatusOr<std::vector<v1::Entry>> Wait(Clock::duration timeout) {
+    std::unique_lock lock(mu_);
+    if (!cv_.wait_for(lock, timeout, [this] { return done_; })) {
+      return absl::DeadlineExceededError("the read did not finish");
+    }
+    if (!status_.ok()) return status_;
+    return entries_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  absl::Status status_;
+  std::vector<v1::Entry> entries_;
+};
+
+class Core : public ::testing::Test {
+ protected:
+  static constexpr int kPartitions = 2;
+
+  void SetUp() override {
+    const std::string prefix = UniqueName("core");
+    topic_ = prefix + "_0";
+    const std::string meta_topic = prefix + "_meta";
+    std::string brokers;
+#ifdef WAL_TEST_REAL_KAFKA
+    brokers = TestBrokers();
+    ASSERT_FALSE(brokers.empty()) << kNoKafka;
+#else
+    auto cluster = MockCluster::Create(1);
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    mock_ = std::move(*cluster);
+    brokers = mock_->bootstrap_servers();
+    ASSERT_TRUE(mock_->CreateTopic(topic_, kPartitions).ok());
+    ASSERT_TRUE(mock_->CreateTopic(meta_topic, 1).ok());
+#endif
+    properties_ = {{"bootstrap.servers", brokers}};
+    auto admin = NewKafkaClient(RD_KAFKA_PRODUCER, properties_);
+    ASSERT_TRUE(admin.ok()) << admin.status();
+    admin_ = std::move(*admin);
+#ifdef WAL_TEST_REAL_KAFKA
+    ASSERT_TRUE(EnsureTopics(admin_.get(),
+                             {TopicSpec{topic_, kPartitions, 1, {}},
+                              TopicSpec {
+                                meta_topic,
+                                1,
+                                1,
+                                {
+                                  { "cleanup.policy",
+                                    "compact" }
+                                }
+                              }},
+                             60000)
+                    .ok());
+#endif
+    for (int p = 0; p < kPartitions; ++p) slots_.push_back(Slot{topic_, p});
+
+    auto meta = MetaStore::Open(properties_, slots_, {meta_topic, "core-test", 60000});
+    ASSERT_TRUE(meta.ok()) << meta.status();
+    meta_ = std::move(*meta);
+
+    WriterOptions writer_options;
+    writer_options.producers = 2;
+    writer_options.topics = {topic_};
+    writer_options.append_timeout = seconds(20);
+    KafkaProperties writer_properties = properties_;
+    writer_properties["linger.ms"] = "1";
+    auto writer = EntryWriter::Create(writer_properties, writer_options, "core-test");
+    ASSERT_TRUE(writer.ok()) << writer.status();
+    writer_ = std::move(*writer);
+
+    ReaderOptions reader_options;
+    reader_options.batch_bytes = 4096;  // many small batches: more hand-offs per read
+    reader_ = std::make_unique<EntryReader>(properties_, reader_options, meta_.get(), &metrics_,
+                                            "core-test");
+    ASSERT_TRUE(reader_->Init().ok());
+  }
+
+  void TearDown() override {
+    reader_.reset();
+    writer_.reset();
+    meta_.reset();
+    admin_.reset();
+    mock_.reset();
+  }
+
+  Clock::time_point Deadline() const { return Clock::now() + seconds(30); }
+
+  absl::StatusOr<NamespaceState> Create(uint64_t ns) {
+    auto created = meta_->Create(
+        ns,
+        [this](const Slot& slot) -> absl::StatusOr<int64_t> {
+          auto marks = QueryWatermarks(admin_.get(), slot.topic, slot.partition, 10000);
+          if (!marks.ok()) return marks.status();
+          return marks->high;
+        },
+        Deadline());
+    if (!created.ok()) return created.status();
+    return created->first;
+  }
+
+  absl::StatusOr<std::vector<uint64_t>> Append(std::vector<AppendItem> items) {
+    std::promise<absl::StatusOr<std::vector<uint64_t>>> done;
+    writer_->Append(
+        std::move(items), Deadline(),
+        [&done](absl::StatusOr<std::vector<uint64_t>> ids) { done.set_value(std::move(ids)); });
+    return done.get_future().get();
+  }
+
+  // Starts a read of `ns` from `start`; the caller waits on the sink.
+  std::shared_ptr<CollectingSink> StartRead(uint64_t ns, uint64_t start = 0) {
+    auto sink = std::make_shared<CollectingSink>();
+    ReadParams params;
+    params.namespace_id = ns;
+    params.start_entry_id = start;
+    params.deadline = Deadline();
+    const absl::Status started = reader_->Start(params, sink);
+    if (!started.ok()) sink->Finish(started);
+    return sink;
+  }
+
+  std::unique_ptr<MockCluster> mock_;
+  std::string topic_;
+  KafkaProperties properties_;
+  KafkaHandle admin_;
+  std::vector<Slot> slots_;
+  Metrics metrics_;
+  std::unique_ptr<MetaStore> meta_;
+  std::unique_ptr<EntryWriter> writer_;
+  std::unique_ptr<EntryReader> reader_;
+};
+
+std::string Payload(uint64_t ns, uint64_t seq) { return absl::StrCat("ns", ns, "-entry", seq); }
+
+// Writers, readers, truncations, an acquisition and (on real Kafka) pruning all at once; then
+// every namespace holds exactly its acknowledged entries above its truncation point, in order.
+TEST_F(Core, ConcurrentAppendsReadsTruncatesAndAcquires) {
+  constexpr uint64_t kNamespaces = 6;
+  constexpr int kAppendsPerNamespace = 60;
+
+  // Creations race each other for the same metadata topic.
+  {
+    std::vector<std::thread> creators;
+    std::atomic<int> failures{0};
+    for (uint64_t ns = 1; ns <= kNamespaces; ++ns) {
+      creators.emplace_back([&, ns] { failures += Create(ns).ok() ? 0 : 1; });
+    }
+    for (std::thread& t : creators) t.join();
+    ASSERT_EQ(failures.load(), 0);
+  }
+
+  // What each namespace acknowledged: entry id -> sequence.
+  std::mutex acked_mu;
+  std::map<uint64_t, std::map<uint64_t, uint64_t>> acked;
+  std::atomic<bool> writing{true};
+  std::atomic<int> append_errors{0};
+  std::atomic<int> read_errors{0};
+  std::atomic<int> reads_checked{0};
+  std::atomic<int> out_of_order{0};
+
+  // One writer thread per two namespaces; batches of 1-4 entries, some split over records.
+  std::vector<std::thread> writers;
+  for (uint64_t first = 1; first <= kNamespaces; first += 2) {
+    writers.emplace_back([&, first] {
+      std::mt19937 rng(static_cast<uint32_t>(first));
+      std::map<uint64_t, uint64_t> next_seq;
+      for (int round = 0; round < kAppendsPerNamespace; ++round) {
+        for (uint64_t ns = first; ns < first + 2; ++ns) {
+          const NamespaceState state = *meta_->Get(ns);
+          const int count = 1 + static_cast<int>(rng() % 4);
+          std::vector<std::string> payloads;
+          std::vector<AppendItem> items;
+          for (int i = 0; i < count; ++i) payloads.push_back(Payload(ns, ++next_seq[ns]));
+          for (int i = 0; i < count; ++i) {
+            const uint64_t seq = next_seq[ns] - count + 1 + i;
+            items.push_back(AppendItem{state.slot, ns, payloads[i], EntryStamp{0, first, seq}});
+          }
+          auto ids = Append(std::move(items));
+          if (!ids.ok()) {
+            ++append_errors;
+            continue;
+          }
+          std::lock_guard lock(acked_mu);
+          for (int i = 0; i < count; ++i) {
+            acked[ns][(*ids)[i]] = next_seq[ns] - count + 1 + i;
+          }
+        }
+      }
+    });
+  }
+
+  // Readers join and leave the slots' shared scans while the writers run; every read returns
+  // entries in id order with the payload of their namespace.
+  std::vector<std::thread> readers;
+  for (int r = 0; r < 3; ++r) {
+    readers.emplace_back([&, r] {
+      std::mt19937 rng(static_cast<uint32_t>(100 + r));
+      while (writing.load()) {
+        std::vector<std::pair<uint64_t, std::shared_ptr<CollectingSink>>> sinks;
+        for (int i = 0; i < 4; ++i) {
+          const uint64_t ns = 1 + rng() % kNamespaces;
+          sinks.emplace_back(ns, StartRead(ns));
+        }
+        for (auto& [ns, sink] : sinks) {
+          auto entries = sink->Wait(seconds(60));
+          if (!entries.ok()) {
+            ++read_errors;
+            ADD_FAILURE() << "read of " << ns << ": " << entries.status();
+            continue;
+          }
+          uint64_t last = 0;
+          for (const v1::Entry& e : *entries) {
+            if (e.entry_id() <= last && last != 0) ++out_of_order;
+            last = e.entry_id();
+            if (e.namespace_id() != ns || e.data() != Payload(ns, e.sequence())) ++out_of_order;
+          }
+          ++reads_checked;
+        }
+      }
+    });
+  }
+
+  // Truncations of every namespace to its median acknowledged entry, while they grow (and the
+  // pruner deletes below them).
+  std::map<uint64_t, uint64_t> truncated_before;
+  std::thread truncator([&] {
+    for (int round = 0; round < 5 && writing.load(); ++round) {
+      std::this_thread::sleep_for(milliseconds(200));
+      for (uint64_t ns = 1; ns <= kNamespaces; ++ns) {
+        uint64_t before = 0;
+        {
+          std::lock_guard lock(acked_mu);
+          if (acked[ns].empty()) continue;
+          auto mid = acked[ns].begin();
+          std::advance(mid, acked[ns].size() / 2);
+          before = mid->first;
+        }
+        auto state = meta_->Truncate(ns, static_cast<int64_t>(before), Deadline());
+        ASSERT_TRUE(state.ok()) << state.status();
+        truncated_before[ns] = std::max(truncated_before[ns], before);
+      }
+    }
+  });
+
+#ifdef WAL_TEST_REAL_KAFKA
+  // The pruner deletes below the lowest live first_entry_id of each slot, concurrently.
+  Pruner pruner(meta_.get(), admin_.get(), slots_, seconds(3600), &metrics_);
+  std::thread pruning([&] {
+    while (writing.load()) {
+      const absl::Status s = pruner.RunOnce();
+      EXPECT_TRUE(s.ok()) << s;
+      std::this_thread::sleep_for(milliseconds(150));
+    }
+  });
+#endif
+
+  for (std::thread& t : writers) t.join();
+  truncator.join();
+  writing = false;
+  for (std::thread& t : readers) t.join();
+#ifdef WAL_TEST_REAL_KAFKA
+  pruning.join();
+#endif
+  EXPECT_EQ(append_errors.load(), 0);
+  EXPECT_EQ(read_errors.load(), 0);
+  EXPECT_EQ(out_of_order.load(), 0);
+  EXPECT_GT(reads_checked.load(), 0);
+
+  // Namespace 6 changes hands: its fence and one entry of the new epoch.
+  auto acquired = meta_->Acquire(6, Deadline());
+  ASSERT_TRUE(acquired.ok()) << acquired.status();
+  auto fence_at =
+      Append({AppendItem{acquired->slot, 6, {}, EntryStamp{acquired->epoch, 0, 0}, true}});
+  ASSERT_TRUE(fence_at.ok()) << fence_at.status();
+  ASSERT_TRUE(
+      meta_
+          ->RecordFence(6, Fence{acquired->epoch, static_cast<int64_t>((*fence_at)[0])}, Deadline())
+          .ok());
+  const std::string last_payload = Payload(6, 1000);
+  auto last =
+      Append({AppendItem{acquired->slot, 6, last_payload, EntryStamp{acquired->epoch, 7, 1000}}});
+  ASSERT_TRUE(last.ok()) << last.status();
+  acked[6][(*last)[0]] = 1000;
+
+  // Every namespace read back whole, all at once: exactly the acknowledged entries above the
+  // truncation point, in order.
+  size_t acknowledged = 0;
+  for (const auto& [ns, ids] : acked) acknowledged += ids.size();
+  std::cerr << "RESULT core: " << acknowledged << " entries acknowledged in " << kNamespaces
+            << " namespaces, " << reads_checked.load() << " concurrent reads checked, "
+            << metrics_.pruned_records.load() << " records pruned\n";
+  std::vector<std::shared_ptr<CollectingSink>> finals;
+  for (uint64_t ns = 1; ns <= kNamespaces; ++ns) finals.push_back(StartRead(ns));
+  for (uint64_t ns = 1; ns <= kNamespaces; ++ns) {
+    auto entries = finals[ns - 1]->Wait(seconds(60));
+    ASSERT_TRUE(entries.ok()) << "namespace " << ns << ": " << entries.status();
+    std::vector<std::pair<uint64_t, uint64_t>> expected;
+    for (const auto& [id, seq] : acked[ns]) {
+      if (id >= truncated_before[ns]) expected.emplace_back(id, seq);
+    }
+    std::vector<std::pair<uint64_t, uint64_t>> got;
+    for (const v1::Entry& e : *entries) got.emplace_back(e.entry_id(), e.sequence());
+    EXPECT_EQ(got, expected) << "namespace " << ns;
+    EXPECT_GE(acked[ns].size(), static_cast<size_t>(kAppendsPerNamespace));
+  }
+}
+
+#ifndef WAL_TEST_REAL_KAFKA
+// A fatal idempotent-producer error with a record still queued: the next append replaces the
+// producer, the queued append fails with UNAVAILABLE (its outcome is known: never written), and
+// the next one is written by the new producer.
+TEST_F(Core, FatalProducerErrorFailsTheQueuedAppendWithUnavailable) {
+  auto state = Create(1);
+  ASSERT_TRUE(state.ok()) << state.status();
+  ASSERT_TRUE(Append({AppendItem{state->slot, 1, "before", EntryStamp{0, 1, 1}}}).ok());
+
+  rd_kafka_mock_cluster_t* cluster = mock_->cluster();
+  ASSERT_EQ(rd_kafka_mock_broker_set_down(cluster, 1), RD_KAFKA_RESP_ERR_NO_ERROR);
+  std::promise<absl::Status> queued;
+  writer_->Append(
+      {AppendItem{state->slot, 1, "queued", EntryStamp{0, 1, 2}}}, Deadline(),
+      [&](absl::StatusOr<std::vector<uint64_t>> ids) { queued.set_value(ids.status()); });
+  std::this_thread::sleep_for(milliseconds(200));
+  for (const Producer* p : writer_->producers()) {
+    ASSERT_EQ(rd_kafka_test_fatal_error(p->handle(), RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER,
+                                        "injected by the test"),
+              RD_KAFKA_RESP_ERR_NO_ERROR);
+  }
+  const auto fatal_by = Clock::now() + seconds(5);
+  bool all_fatal = false;
+  while (!all_fatal && Clock::now() < fatal_by) {
+    std::this_thread::sleep_for(milliseconds(20));
+    all_fatal = true;
+    for (const Producer* p : writer_->producers()) all_fatal &= p->fatal();
+  }
+  ASSERT_TRUE(all_fatal);
+
+  std::promise<absl::StatusOr<std::vector<uint64_t>>> after;
+  writer_->Append(
+      {AppendItem{state->slot, 1, "after", EntryStamp{0, 1, 3}}}, Deadline(),
+      [&](absl::StatusOr<std::vector<uint64_t>> ids) { after.set_value(std::move(ids)); });
+  auto queued_status = queued.get_future();
+  ASSERT_EQ(queued_status.wait_for(seconds(10)), std::future_status::ready);
+  const absl::Status queued_result = queued_status.get();
+  EXPECT_TRUE(absl::IsUnavailable(queued_result)) << queued_result;
+  EXPECT_EQ(writer_->replacements(), 1u);
+
+  ASSERT_EQ(rd_kafka_mock_broker_set_up(cluster, 1), RD_KAFKA_RESP_ERR_NO_ERROR);
+  auto after_ids = after.get_future().get();
+  ASSERT_TRUE(after_ids.ok()) << after_ids.status();
+  auto entries = StartRead(1)->Wait(seconds(30));
+  ASSERT_TRUE(entries.ok()) << entries.status();
+  std::vector<std::string> data;
+  for (const v1::Entry& e : *entries) data.push_back(e.data());
+  EXPECT_EQ(data, (std::vector<std::string>{"before", "after"}));
+}
+#endif
+
+}  // namespace
+}  // namespace wal::testing
