@@ -3,6 +3,8 @@
 // entry that was not truncated, and records Kafka lost on its own are DATA_LOSS.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <iostream>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -16,6 +18,7 @@ namespace {
 
 using std::chrono::milliseconds;
 using std::chrono::seconds;
+using Clock = std::chrono::steady_clock;
 
 class PruningTest : public ::testing::Test {
  protected:
@@ -182,6 +185,43 @@ TEST_F(PruningTest, RecordsKafkaLostAreDataLossNeverSilence) {
   auto after = client->ReadAll(1);
   ASSERT_TRUE(after.ok()) << after.status();
   EXPECT_EQ(after->front().data(), "entry 5");
+}
+
+TEST_F(PruningTest, RetentionSetOnTheTopicByHandIsDataLoss) {
+  auto server = StartServer("retention", 0);
+  ASSERT_NE(server, nullptr);
+  auto client = Connect(server->address());
+  ASSERT_TRUE(client->CreateNamespace(1).ok());
+  std::vector<std::string> data;
+  for (int i = 0; i < 10; ++i) data.push_back(absl::StrCat("entry ", i));
+  ASSERT_TRUE(client->Append(1, data).ok());
+  // An operator shortens the slot topic's retention with kafka-configs, and Kafka deletes the
+  // entries (the active segment too, once all of it is past retention); then sets it back.
+  auto set_retention = [&](const std::string& settings) {
+    const std::string command =
+        absl::StrCat(KAFKA_SH, " topic-config ", brokers_, " ", prefix_, "_0 ", settings, " >&2");
+    ASSERT_EQ(std::system(command.c_str()), 0) << command;
+  };
+  set_retention("retention.ms=1000");
+  const auto start = Clock::now();
+  while (Marks().low < 10 && Clock::now() < start + seconds(60)) {
+    std::this_thread::sleep_for(milliseconds(200));
+  }
+  ASSERT_EQ(Marks().low, 10) << "retention did not delete the entries";
+  std::cerr << "retention deleted the entries after "
+            << std::chrono::duration_cast<milliseconds>(Clock::now() - start).count() << " ms\n";
+  set_retention("retention.ms=-1");
+  auto kept = client->Append(1, {"entry 10"});
+  ASSERT_TRUE(kept.ok()) << kept.status();
+
+  auto read = client->ReadAll(1);
+  EXPECT_EQ(read.status().code(), absl::StatusCode::kDataLoss) << read.status();
+  EXPECT_NE(read.status().message().find("gone from Kafka"), absl::string_view::npos)
+      << read.status();
+  auto rest = client->ReadAll(1, (*kept)[0]);
+  ASSERT_TRUE(rest.ok()) << rest.status();
+  ASSERT_EQ(rest->size(), 1u);
+  EXPECT_EQ(rest->front().data(), "entry 10");
 }
 
 TEST_F(PruningTest, ANamespaceCreatedWhilePruningIsReadable) {

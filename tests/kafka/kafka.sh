@@ -10,6 +10,9 @@
 #   tests/kafka/kafka.sh bootstrap DIR   print HOST:PORT of the broker
 #   tests/kafka/kafka.sh sasl-bootstrap DIR   print HOST:PORT of its SASL_PLAINTEXT listener
 #                                     (mechanism PLAIN, user walserver, password walserver-secret)
+#   tests/kafka/kafka.sh topic-config HOST:PORT TOPIC KEY=VALUE[,KEY=VALUE...]
+#                                     change a topic's settings as an operator would with
+#                                     kafka-configs.sh (e.g. retention.ms=1000)
 #
 # A cluster of three combined broker+controller nodes (replication factor 3, min ISR 2), each a
 # separate process with its own ports and data in DIR/node-<id>, sharing one voter list:
@@ -103,6 +106,8 @@ log.cleaner.dedupe.buffer.size=4194304
 message.max.bytes=4194304
 replica.fetch.max.bytes=4194304
 auto.create.topics.enable=false
+# Retention set on a topic by hand takes effect within a second (tests; the default is 5 min).
+log.retention.check.interval.ms=1000
 unclean.leader.election.enable=false
 PROPS
   if [[ -n "$sasl_port" ]]; then
@@ -262,13 +267,19 @@ case "$cmd" in
   kill) need_dir; stop KILL ;;
   bootstrap) need_dir; cat "$dir/bootstrap" ;;
   sasl-bootstrap) need_dir; cat "$dir/sasl_bootstrap" ;;
+  topic-config)
+    [[ $# -eq 4 ]] || { log "usage: $0 topic-config HOST:PORT TOPIC KEY=VALUE[,KEY=VALUE...]"; exit 2; }
+    java -Xmx256m -XX:+UseSerialGC -cp "$cache/libs/*" kafka.admin.ConfigCommand \
+      --bootstrap-server "$2" --alter --entity-type topics --entity-name "$3" --add-config "$4"
+    ;;
   cluster-start) need_dir; cluster_start ;;
   cluster-stop) need_dir; cluster_stop ;;
   node-kill) need_dir id; node; stop KILL ;;
   node-stop) need_dir id; node; stop TERM ;;
   node-start) need_dir id; node; running || launch; wait_ready ;;
   *)
-    log "usage: $0 fetch | start|stop|kill|bootstrap DIR | cluster-start|cluster-stop DIR |"
+    log "usage: $0 fetch | start|stop|kill|bootstrap DIR | topic-config HOST:PORT TOPIC SETTINGS |"
+    log "       cluster-start|cluster-stop DIR |"
     log "       node-kill|node-stop|node-start DIR ID"
     exit 2
     ;;
