@@ -387,6 +387,7 @@ void EntryReader::Join(const std::shared_ptr<Member>& member) {
   scan->TryJoin(member);
   scans_[key] = scan;
   ++scans_running_;
+  ++metrics_->read_scans;
   std::thread([scan] { scan->Run(); }).detach();
 }
 

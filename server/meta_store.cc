@@ -336,6 +336,11 @@ std::map<std::pair<std::string, int32_t>, int64_t> MetaStore::LowestFirstEntryId
   return table_.LowestFirstEntryIds();
 }
 
+std::optional<AppendRoute> MetaStore::Route(uint64_t namespace_id) const {
+  std::lock_guard lock(mu_);
+  return table_.Route(namespace_id);
+}
+
 std::optional<NamespaceState> MetaStore::Get(uint64_t namespace_id) const {
   std::lock_guard lock(mu_);
   return table_.Get(namespace_id);

@@ -29,6 +29,8 @@ constexpr Family kFamilies[] = {
      "Entries reads dropped because a fence of a newer writer epoch preceded them."},
     {"walserver_read_duplicate_entries_total", "counter",
      "Entries reads dropped as a retried copy (same writer id and sequence) of an earlier one."},
+    {"walserver_read_scans_total", "counter",
+     "Scans of a slot started for reads; reads of one slot that arrive together share one."},
     {"walserver_appends_fenced_total", "counter",
      "Append calls refused with FAILED_PRECONDITION because the writer's epoch was fenced."},
     {"walserver_appends_in_flight", "gauge", "Append calls waiting for Kafka."},
@@ -209,6 +211,7 @@ std::string Metrics::Render() const {
            static_cast<double>(read_fenced_entries.load()));
   w.Sample("walserver_read_duplicate_entries_total", {},
            static_cast<double>(read_duplicate_entries.load()));
+  w.Sample("walserver_read_scans_total", {}, static_cast<double>(read_scans.load()));
   w.Sample("walserver_appends_fenced_total", {}, static_cast<double>(appends_fenced.load()));
   w.Sample("walserver_pruned_records_total", {}, static_cast<double>(pruned_records.load()));
   w.Sample("walserver_appends_in_flight", {}, static_cast<double>(appends_in_flight.load()));

@@ -131,6 +131,12 @@ std::optional<NamespaceState> NamespaceTable::Get(uint64_t id) const {
   return it->second.state;
 }
 
+std::optional<AppendRoute> NamespaceTable::Route(uint64_t id) const {
+  auto it = rows_.find(id);
+  if (it == rows_.end() || it->second.state.deleted) return std::nullopt;
+  return AppendRoute{it->second.state.slot, it->second.state.epoch};
+}
+
 std::vector<NamespaceState> NamespaceTable::List(uint64_t after, size_t limit) const {
   std::vector<NamespaceState> out;
   for (auto it = rows_.upper_bound(after); it != rows_.end() && out.size() < limit; ++it) {

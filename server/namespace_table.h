@@ -56,6 +56,12 @@ struct NamespaceState {
   }
 };
 
+// Where an append to a namespace goes and the epoch it must carry at least.
+struct AppendRoute {
+  Slot slot;
+  uint64_t epoch = 0;
+};
+
 enum class ApplyOutcome {
   kCreated,   // a new assignment (a CREATE, or any record of a namespace not seen before)
   kUpdated,   // truncation or epoch raised, fence added, or namespace deleted
@@ -73,6 +79,8 @@ class NamespaceTable {
 
   // The live (not deleted) namespace, if any.
   std::optional<NamespaceState> Get(uint64_t namespace_id) const;
+  // Just what an append needs (no copy of the fence list); nullopt like Get.
+  std::optional<AppendRoute> Route(uint64_t namespace_id) const;
   // Live namespaces with id > `after`, in id order, at most `limit`.
   std::vector<NamespaceState> List(uint64_t after, size_t limit) const;
   // Per slot with live namespaces (any slot, not only ours): their lowest first_entry_id.

@@ -1,5 +1,6 @@
 #include "server/wal_service.h"
 
+#include <algorithm>
 #include <deque>
 #include <future>
 #include <map>
@@ -233,7 +234,8 @@ absl::Status WalServiceImpl::PrepareAppend(const v1::AppendRequest& request,
   if (request.entries().empty()) return absl::InvalidArgumentError("the append carries no entries");
   items->clear();
   items->reserve(request.entries_size());
-  std::map<uint64_t, NamespaceState> known;
+  // The namespaces of this request with their routes; usually one, so a linear search.
+  std::vector<std::pair<uint64_t, AppendRoute>> known;
   for (int i = 0; i < request.entries_size(); ++i) {
     const v1::Entry& entry = request.entries(i);
     if (absl::Status s =
@@ -246,19 +248,20 @@ absl::Status WalServiceImpl::PrepareAppend(const v1::AppendRequest& request,
           absl::StrCat("entries[", i, "] is ", entry.data().size(), " bytes, over the limit of ",
                        options_.max_entry_bytes, " bytes (max_entry_bytes); nothing was written"));
     }
-    auto it = known.find(entry.namespace_id());
+    auto it = std::find_if(known.begin(), known.end(),
+                           [&](const auto& k) { return k.first == entry.namespace_id(); });
     if (it == known.end()) {
-      std::optional<NamespaceState> state = meta_->Get(entry.namespace_id());
-      if (!state) return NotFound(entry.namespace_id());
-      it = known.emplace(entry.namespace_id(), std::move(*state)).first;
+      std::optional<AppendRoute> route = meta_->Route(entry.namespace_id());
+      if (!route) return NotFound(entry.namespace_id());
+      it = known.emplace(known.end(), entry.namespace_id(), std::move(*route));
     }
-    const NamespaceState& ns = it->second;
+    const AppendRoute& ns = it->second;
     if (entry.epoch() < ns.epoch) {
       ++metrics_->appends_fenced;
-      return absl::FailedPreconditionError(
-          absl::StrCat("entries[", i, "]: namespace ", ns.namespace_id, " was acquired with epoch ",
-                       ns.epoch, "; this writer's epoch ", entry.epoch(),
-                       " is fenced (another writer owns the namespace now); nothing was written"));
+      return absl::FailedPreconditionError(absl::StrCat(
+          "entries[", i, "]: namespace ", entry.namespace_id(), " was acquired with epoch ",
+          ns.epoch, "; this writer's epoch ", entry.epoch(),
+          " is fenced (another writer owns the namespace now); nothing was written"));
     }
     if (entry.epoch() > ns.epoch) *epoch_ahead = true;
     items->push_back(AppendItem{ns.slot, entry.namespace_id(), entry.data(),
