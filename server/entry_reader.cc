@@ -2,6 +2,7 @@
 
 #include <limits>
 #include <thread>
+#include <unordered_map>
 
 #include "absl/strings/str_cat.h"
 #include "server/codec.h"
@@ -102,6 +103,7 @@ class EntryReader::Member {
         // A fence before the start is not in the scanned range; the table knows its epoch.
         assembler_(reader->options_.max_entry_bytes, ns_.FencedEpochBefore(start)) {}
 
+  uint64_t namespace_id() const { return params_.namespace_id; }
   const Slot& slot() const { return ns_.slot; }
   int64_t start() const { return start_; }
   int64_t end() const { return end_; }
@@ -109,7 +111,10 @@ class EntryReader::Member {
 
   // A record of the slot at `offset` (scan thread).
   void OnRecord(int64_t offset, uint64_t key, std::string_view value) {
-    if (done_ || key != params_.namespace_id || offset < start_ || offset >= end_) return;
+    // Below next_offset_: seen already, delivered again after the scan went back for a joiner.
+    if (done_ || offset < next_offset_) return;
+    next_offset_ = offset + 1;
+    if (key != params_.namespace_id || offset < start_ || offset >= end_) return;
     assembler_.Add(offset, value, &ready_);
     TakeReady();
   }
@@ -214,6 +219,7 @@ class EntryReader::Member {
   const int64_t end_;
   const steady_clock::time_point stop_at_;
   int64_t truncated_before_;
+  int64_t next_offset_ = 0;  // records below were handed to this read already
   EntryAssembler assembler_;
   std::vector<AssembledEntry> ready_;
   v1::ReadResponse batch_;
@@ -232,18 +238,27 @@ class EntryReader::SlotScan : public std::enable_shared_from_this<SlotScan> {
  public:
   SlotScan(EntryReader* reader, Slot slot) : reader_(reader), slot_(std::move(slot)) {}
 
-  // False once the scan has passed `member`'s start or is ending.
+  // False when the scan is ending, or has passed `member`'s start too far to go back for it.
   bool TryJoin(const std::shared_ptr<Member>& member) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (closed_ || (position_ >= 0 && position_ > member->start())) return false;
-    pending_.push_back(member);
+    if (closed_) return false;
+    if (position_ < 0 || position_ <= member->start()) {
+      pending_.push_back(member);
+      return true;
+    }
+    // Behind the scan: going back costs re-reading what lies between, once for all the reads
+    // waiting for it; a second scan would read the whole slot again alongside. Worth it while
+    // the scan is young (reads of a datanode opening its regions arrive over 100-250 ms).
+    if (member->start() < first_start_ || scanned_bytes_ > kMaxRewindBytes) return false;
+    rewind_to_ = std::min(rewind_to_, member->start());
+    rewinding_.push_back(member);
     return true;
   }
 
   void Run() {
     // Reads of one slot tend to arrive together (a datanode opening its regions): give them a
-    // moment to join before the scan starts.
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    // moment to join before the scan starts; later ones make it go back (TryJoin).
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
     absl::Status status = Scan();
     // Whatever is left ends with the scan's error.
     std::vector<std::shared_ptr<Member>> left;
@@ -251,6 +266,8 @@ class EntryReader::SlotScan : public std::enable_shared_from_this<SlotScan> {
       std::lock_guard<std::mutex> lock(mu_);
       closed_ = true;
       left.swap(pending_);
+      left.insert(left.end(), rewinding_.begin(), rewinding_.end());
+      rewinding_.clear();
     }
     left.insert(left.end(), members_.begin(), members_.end());
     for (auto& m : left) {
@@ -261,14 +278,22 @@ class EntryReader::SlotScan : public std::enable_shared_from_this<SlotScan> {
   }
 
  private:
-  // Moves newly joined members in; false when no member is left (and no more may join).
-  bool Admit(int64_t new_position) {
+  // Moves newly joined members in; false when no member is left (and no more may join). Sets
+  // `*rewind_to` when members joined behind `position` (the scan must go back there first).
+  bool Admit(int64_t position, int64_t* rewind_to) {
     std::lock_guard<std::mutex> lock(mu_);
+    int64_t new_position = position;
+    if (!rewinding_.empty()) {
+      new_position = *rewind_to = rewind_to_;
+      rewind_to_ = std::numeric_limits<int64_t>::max();
+      for (auto& m : rewinding_) members_.push_back(std::move(m));
+      rewinding_.clear();
+      changed_ = true;
+    }
+    if (!pending_.empty()) changed_ = true;
     for (auto& m : pending_) members_.push_back(std::move(m));
     pending_.clear();
-    members_.erase(std::remove_if(members_.begin(), members_.end(),
-                                  [](const std::shared_ptr<Member>& m) { return m->done(); }),
-                   members_.end());
+    if (changed_) Reindex();
     if (members_.empty()) {
       closed_ = true;
       return false;
@@ -277,13 +302,43 @@ class EntryReader::SlotScan : public std::enable_shared_from_this<SlotScan> {
     return true;
   }
 
+  static constexpr int64_t kMaxRewindBytes = 256 << 20;
+
+  // After members came or went: drops finished ones and indexes the rest by namespace, so that
+  // a record costs a lookup, not a call per member (100 reads of a slot share its scan).
+  void Reindex() {
+    members_.erase(std::remove_if(members_.begin(), members_.end(),
+                                  [](const std::shared_ptr<Member>& m) { return m->done(); }),
+                   members_.end());
+    by_namespace_.clear();
+    min_end_ = std::numeric_limits<int64_t>::max();
+    max_end_ = 0;
+    bounded_end_ = 0;
+    for (const auto& m : members_) {
+      by_namespace_[m->namespace_id()].push_back(m.get());
+      min_end_ = std::min(min_end_, m->end());
+      max_end_ = std::max(max_end_, m->end());
+      // A following read's end is open; the others end where the slot ended when they began.
+      if (m->end() != std::numeric_limits<int64_t>::max()) {
+        bounded_end_ = std::max(bounded_end_, m->end());
+      }
+    }
+    changed_ = false;
+  }
+
+  // Every member hears where the scan is (see Member::OnIdle); some may finish.
+  void AllIdle(int64_t position, bool at_end_of_partition, const absl::Status& status) {
+    for (auto& m : members_) m->OnIdle(position, at_end_of_partition, status);
+    changed_ = true;
+  }
+
   absl::Status Scan() {
     int64_t start;
     {
       std::lock_guard<std::mutex> lock(mu_);
       start = pending_.front()->start();
       for (auto& m : pending_) start = std::min(start, m->start());
-      position_ = start;
+      position_ = first_start_ = start;
     }
     auto acquired = reader_->AcquireConsumer();
     if (!acquired.ok()) return acquired.status();
@@ -296,22 +351,44 @@ class EntryReader::SlotScan : public std::enable_shared_from_this<SlotScan> {
     if (absl::Status s = consumer->Assign(slot_.topic, slot_.partition, start); !s.ok()) return s;
 
     int64_t position = start;
+    int64_t furthest = start;  // records below were scanned at least once
     auto last_check = steady_clock::now();
-    while (Admit(position)) {
-      int64_t end = 0;
-      for (auto& m : members_) end = std::max(end, m->end());
-      if (position >= end) {
-        for (auto& m : members_) m->OnIdle(position, false, absl::OkStatus());
+    auto last_refetch = steady_clock::time_point();
+    int64_t rewind_to = -1;
+    while (Admit(position, &rewind_to)) {
+      if (rewind_to >= 0) {
+        if (absl::Status s = consumer->Assign(slot_.topic, slot_.partition, rewind_to); !s.ok()) {
+          return s;
+        }
+        position = rewind_to;
+        rewind_to = -1;
+        ++reader_->metrics_->read_scan_rewinds;
+      }
+      if (position >= max_end_) {
+        AllIdle(position, false, absl::OkStatus());
         continue;
       }
-      Message msg = consumer->Poll(100);
+      // Where records are known to exist: a short wait, then restart fetching at `position`. When
+      // the scan falls behind the fetcher, librdkafka 2.0.2 fills its queue
+      // (queued.max.messages.kbytes) and then fetches nothing for a fixed second, even after the
+      // queue drained (fetch.queue.backoff.ms came in 2.1). A scan with many members stalled
+      // ~1 s per 16 MiB that way; assigning the partition again starts a fetch at once.
+      Message msg = consumer->Poll(position < bounded_end_ ? 20 : 100);
       if (!msg) {
-        for (auto& m : members_) m->OnIdle(position, false, absl::OkStatus());
+        AllIdle(position, false, absl::OkStatus());
+        if (position < bounded_end_ &&
+            steady_clock::now() - last_refetch >= std::chrono::milliseconds(100)) {
+          last_refetch = steady_clock::now();
+          if (absl::Status s = consumer->Assign(slot_.topic, slot_.partition, position); !s.ok()) {
+            return s;
+          }
+          ++reader_->metrics_->read_scan_refetches;
+        }
         continue;
       }
       if (msg->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
         position = std::max(position, msg->offset);
-        for (auto& m : members_) m->OnIdle(position, true, absl::OkStatus());
+        AllIdle(position, true, absl::OkStatus());
         continue;
       }
       if (msg->err) {
@@ -336,7 +413,7 @@ class EntryReader::SlotScan : public std::enable_shared_from_this<SlotScan> {
         }
         if (!absl::IsUnavailable(status)) return status;
         // librdkafka retries on its own; each read gives up at its deadline.
-        for (auto& m : members_) m->OnIdle(position, false, status);
+        AllIdle(position, false, status);
         continue;
       }
       position = msg->offset + 1;
@@ -345,8 +422,15 @@ class EntryReader::SlotScan : public std::enable_shared_from_this<SlotScan> {
         // fetched (their start is at most its offset) are admitted now, so that they get it.
         std::lock_guard<std::mutex> lock(mu_);
         position_ = position;
-        for (auto& m : pending_) members_.push_back(std::move(m));
-        pending_.clear();
+        if (position > furthest) {
+          furthest = position;
+          scanned_bytes_ += static_cast<int64_t>(msg->len);
+        }
+        if (!pending_.empty()) {
+          for (auto& m : pending_) members_.push_back(std::move(m));
+          pending_.clear();
+          Reindex();
+        }
       }
       const std::optional<uint64_t> key = DecodeKey(msg->key, msg->key_len);
       if (!key) {
@@ -354,13 +438,21 @@ class EntryReader::SlotScan : public std::enable_shared_from_this<SlotScan> {
         continue;
       }
       const std::string_view value(static_cast<const char*>(msg->payload), msg->len);
-      for (auto& m : members_) m->OnRecord(msg->offset, *key, value);
+      if (auto it = by_namespace_.find(*key); it != by_namespace_.end()) {
+        for (Member* m : it->second) {
+          m->OnRecord(msg->offset, *key, value);
+          if (m->done()) changed_ = true;  // reached its limit
+        }
+      }
       // Members at their end finish now; the others hear of cancellation and deadlines, and
       // send what they have, every 100 ms even while records keep coming.
       const bool check_all = steady_clock::now() - last_check > std::chrono::milliseconds(100);
       if (check_all) last_check = steady_clock::now();
-      for (auto& m : members_) {
-        if (check_all || position >= m->end()) m->OnIdle(position, false, absl::OkStatus());
+      if (check_all || position >= min_end_) {
+        for (auto& m : members_) {
+          if (check_all || position >= m->end()) m->OnIdle(position, false, absl::OkStatus());
+        }
+        changed_ = true;
       }
     }
     return absl::OkStatus();
@@ -368,11 +460,23 @@ class EntryReader::SlotScan : public std::enable_shared_from_this<SlotScan> {
 
   EntryReader* const reader_;
   const Slot slot_;
-  std::vector<std::shared_ptr<Member>> members_;  // the scan thread's (it admits under mu_)
+  // The scan thread's (it admits under mu_).
+  std::vector<std::shared_ptr<Member>> members_;
+  std::unordered_map<uint64_t, std::vector<Member*>> by_namespace_;
+  int64_t min_end_ = 0;
+  int64_t max_end_ = 0;
+  int64_t bounded_end_ =
+      0;                 // records below exist (the furthest end of a read that is not following)
+  bool changed_ = true;  // members_ may hold finished members; by_namespace_ is stale
 
   std::mutex mu_;
   std::vector<std::shared_ptr<Member>> pending_;
+  // Joined behind the scan's position: admitted when the scan goes back to rewind_to_.
+  std::vector<std::shared_ptr<Member>> rewinding_;
+  int64_t rewind_to_ = std::numeric_limits<int64_t>::max();
   int64_t position_ = -1;  // next offset the scan will hand out; -1 before it starts
+  int64_t first_start_ = 0;
+  int64_t scanned_bytes_ = 0;  // bytes of the records from first_start_ to the furthest position
   bool closed_ = false;
 };
 

@@ -31,6 +31,10 @@ constexpr Family kFamilies[] = {
      "Entries reads dropped as a retried copy (same writer id and sequence) of an earlier one."},
     {"walserver_read_scans_total", "counter",
      "Scans of a slot started for reads; reads of one slot that arrive together share one."},
+    {"walserver_read_scan_rewinds_total", "counter",
+     "Times a scan went back for reads that joined behind it, instead of starting another."},
+    {"walserver_read_scan_refetches_total", "counter",
+     "Times a scan found no record where records exist and restarted fetching."},
     {"walserver_appends_fenced_total", "counter",
      "Append calls refused with FAILED_PRECONDITION because the writer's epoch was fenced."},
     {"walserver_appends_in_flight", "gauge", "Append calls waiting for Kafka."},
@@ -212,6 +216,9 @@ std::string Metrics::Render() const {
   w.Sample("walserver_read_duplicate_entries_total", {},
            static_cast<double>(read_duplicate_entries.load()));
   w.Sample("walserver_read_scans_total", {}, static_cast<double>(read_scans.load()));
+  w.Sample("walserver_read_scan_rewinds_total", {}, static_cast<double>(read_scan_rewinds.load()));
+  w.Sample("walserver_read_scan_refetches_total", {},
+           static_cast<double>(read_scan_refetches.load()));
   w.Sample("walserver_appends_fenced_total", {}, static_cast<double>(appends_fenced.load()));
   w.Sample("walserver_pruned_records_total", {}, static_cast<double>(pruned_records.load()));
   w.Sample("walserver_appends_in_flight", {}, static_cast<double>(appends_in_flight.load()));

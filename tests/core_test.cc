@@ -39,12 +39,19 @@ using std::chrono::seconds;
 // Collects what a read delivers.
 class CollectingSink final : public ReadSink {
  public:
+  // `delay`: each batch takes this long to send, as for a slow client.
+  explicit CollectingSink(milliseconds delay = milliseconds(0)) : delay_(delay) {}
   bool Send(v1::ReadResponse batch) override {
+    std::this_thread::sleep_for(delay_);
     std::lock_guard lock(mu_);
     for (v1::Entry& e : *batch.mutable_entries()) entries_.push_back(std::move(e));
     return true;
   }
   bool cancelled() const override { return false; }
+  size_t received() {
+    std::lock_guard lock(mu_);
+    return entries_.size();
+  }
   void Finish(absl::Status status) override {
     {
       std::lock_guard lock(mu_);
@@ -64,6 +71,7 @@ class CollectingSink final : public ReadSink {
   }
 
  private:
+  const milliseconds delay_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool done_ = false;
@@ -165,8 +173,9 @@ class Core : public ::testing::Test {
   }
 
   // Starts a read of `ns` from `start`; the caller waits on the sink.
-  std::shared_ptr<CollectingSink> StartRead(uint64_t ns, uint64_t start = 0) {
-    auto sink = std::make_shared<CollectingSink>();
+  std::shared_ptr<CollectingSink> StartRead(uint64_t ns, uint64_t start = 0,
+                                            milliseconds send_delay = milliseconds(0)) {
+    auto sink = std::make_shared<CollectingSink>(send_delay);
     ReadParams params;
     params.namespace_id = ns;
     params.start_entry_id = start;
@@ -345,7 +354,8 @@ TEST_F(Core, ConcurrentAppendsReadsTruncatesAndAcquires) {
   for (const auto& [ns, ids] : acked) acknowledged += ids.size();
   std::cerr << "RESULT core: " << acknowledged << " entries acknowledged in " << kNamespaces
             << " namespaces, " << reads_checked.load() << " concurrent reads checked, "
-            << metrics_.pruned_records.load() << " records pruned\n";
+            << metrics_.pruned_records.load() << " records pruned, " << metrics_.read_scans.load()
+            << " scans, " << metrics_.read_scan_rewinds.load() << " rewinds\n";
   std::vector<std::shared_ptr<CollectingSink>> finals;
   for (uint64_t ns = 1; ns <= kNamespaces; ++ns) finals.push_back(StartRead(ns));
   for (uint64_t ns = 1; ns <= kNamespaces; ++ns) {
@@ -360,6 +370,57 @@ TEST_F(Core, ConcurrentAppendsReadsTruncatesAndAcquires) {
     EXPECT_EQ(got, expected) << "namespace " << ns;
     EXPECT_GE(acked[ns].size(), static_cast<size_t>(kAppendsPerNamespace));
   }
+}
+
+// A read arriving after the slot's scan passed its start joins that scan (which goes back for
+// it) instead of scanning the slot again, and both reads get every entry once, in order.
+TEST_F(Core, AReadJoiningBehindARunningScanGetsEveryEntryOnce) {
+  // Two namespaces of one slot.
+  std::map<int32_t, std::vector<uint64_t>> by_partition;
+  for (uint64_t ns = 1; ns <= 4; ++ns) {
+    auto state = Create(ns);
+    ASSERT_TRUE(state.ok()) << state.status();
+    by_partition[state->slot.partition].push_back(ns);
+  }
+  std::vector<uint64_t> pair;
+  for (const auto& [partition, ids] : by_partition) {
+    if (ids.size() >= 2) pair = {ids[0], ids[1]};
+  }
+  ASSERT_EQ(pair.size(), 2u);
+  const Slot slot = meta_->Get(pair[0])->slot;
+  std::map<uint64_t, std::vector<uint64_t>> acked;
+  for (uint64_t seq = 1; seq <= 300; ++seq) {
+    // 1 KiB entries: the slow read's 300 KiB take ~75 batches.
+    const std::string padding(1000, 'p');
+    std::vector<std::string> payloads = {Payload(pair[0], seq) + padding,
+                                         Payload(pair[1], seq) + padding};
+    auto ids = Append({AppendItem{slot, pair[0], payloads[0], EntryStamp{0, 1, seq}},
+                       AppendItem{slot, pair[1], payloads[1], EntryStamp{0, 2, seq}}});
+    ASSERT_TRUE(ids.ok()) << ids.status();
+    acked[pair[0]].push_back((*ids)[0]);
+    acked[pair[1]].push_back((*ids)[1]);
+  }
+  const uint64_t scans_before = metrics_.read_scans.load();
+  // The first read's client is slow (2 ms per 4 KiB batch): its scan takes ~150 ms. The second
+  // read starts once the first has entries, so the scan has passed the second one's start.
+  auto slow = StartRead(pair[0], 0, milliseconds(2));
+  const auto deadline = Clock::now() + seconds(30);
+  while (slow->received() == 0 && Clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(1));
+  }
+  auto late = StartRead(pair[1]);
+  for (auto [ns, sink] : {std::pair{pair[0], slow}, std::pair{pair[1], late}}) {
+    auto entries = sink->Wait(seconds(60));
+    ASSERT_TRUE(entries.ok()) << entries.status();
+    std::vector<uint64_t> got;
+    for (const v1::Entry& e : *entries) {
+      got.push_back(e.entry_id());
+      EXPECT_EQ(e.data(), Payload(ns, e.sequence()) + std::string(1000, 'p'));
+    }
+    EXPECT_EQ(got, acked[ns]) << "namespace " << ns;
+  }
+  EXPECT_EQ(metrics_.read_scans.load() - scans_before, 1u);
+  EXPECT_GE(metrics_.read_scan_rewinds.load(), 1u);
 }
 
 #ifndef WAL_TEST_REAL_KAFKA
