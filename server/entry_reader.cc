@@ -32,13 +32,6 @@ EntryReader::EntryReader(KafkaProperties properties, ReaderOptions options, Meta
       metrics_(metrics),
       name_(std::move(name)) {}
 
-absl::Status EntryReader::Init() {
-  auto client = NewKafkaClient(RD_KAFKA_CONSUMER, properties_);
-  if (!client.ok()) return client.status();
-  watermarks_client_ = std::move(*client);
-  return absl::OkStatus();
-}
-
 EntryReader::~EntryReader() {
   std::unique_lock<std::mutex> lock(mu_);
   idle_cv_.wait(lock, [this] { return running_ == 0 && scans_running_ == 0; });
@@ -396,7 +389,7 @@ class EntryReader::SlotScan : public std::enable_shared_from_this<SlotScan> {
             msg->err, absl::StrCat("reading ", slot_.topic, "[", slot_.partition, "]"));
         if (absl::IsDataLoss(status)) {
           // Pruned under the scan (entries truncated meanwhile), or really lost?
-          auto marks = QueryWatermarks(reader_->watermarks_client_.get(), slot_.topic,
+          auto marks = QueryWatermarks(reader_->meta_->watermarks_client(), slot_.topic,
                                        slot_.partition, 10000);
           if (!marks.ok()) return marks.status();
           if (absl::Status s = reader_->PrunedOrLost(
@@ -546,7 +539,7 @@ absl::Status EntryReader::Run(const ReadParams& params, ReadSink& sink) {
 
   // The end of the log as seen now bounds a read without follow.
   absl::StatusOr<Watermarks> marks =
-      QueryWatermarks(watermarks_client_.get(), ns->slot.topic, ns->slot.partition,
+      QueryWatermarks(meta_->watermarks_client(), ns->slot.topic, ns->slot.partition,
                       std::max(1, MillisUntil(stop_at, 10000)));
   if (!marks.ok()) return marks.status();
   const int64_t end = marks->high;

@@ -55,8 +55,6 @@ class EntryReader {
   EntryReader(KafkaProperties properties, ReaderOptions options, MetaStore* meta, Metrics* metrics,
               std::string name);
   ~EntryReader();  // waits for running reads, which the server has cancelled by then
-  // Creates the Kafka client shared by all reads for watermark queries.
-  absl::Status Init();
 
   // Starts a read on its own thread; RESOURCE_EXHAUSTED when too many reads are running.
   absl::Status Start(ReadParams params, std::shared_ptr<ReadSink> sink);
@@ -88,7 +86,6 @@ class EntryReader {
   std::atomic<uint64_t> records_skipped_{0};
   std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> consumers_made_{0};
-  KafkaHandle watermarks_client_;
 
   std::mutex mu_;
   std::condition_variable idle_cv_;

@@ -72,6 +72,9 @@ class MetaStore {
   std::vector<std::pair<Slot, size_t>> LoadPerSlot() const;
   // OK while the metadata topic is tailed without error; else why not.
   absl::Status Health() const;
+  // A client for watermark queries only, shared with the reader: every librdkafka client costs
+  // a thread that wakes up even when walserver is idle.
+  rd_kafka_t* watermarks_client() const { return watermarks_client_.get(); }
   std::vector<NamespaceState> List(uint64_t after, size_t limit) const;
   uint64_t records_skipped() const;
 

@@ -191,7 +191,6 @@ absl::StatusOr<std::unique_ptr<WalServer>> WalServer::Start(ServerOptions o) {
   reader_kafka = with_user_properties(reader_kafka);
   self->reader_ = std::make_unique<EntryReader>(reader_kafka, reader_options, self->meta_.get(),
                                                 &self->metrics_, o.name);
-  if (absl::Status s = self->reader_->Init(); !s.ok()) return s;
 
   // ---- gRPC ----
   ServiceOptions service_options;
