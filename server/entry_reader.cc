@@ -350,7 +350,7 @@ class EntryReader::SlotScan : public std::enable_shared_from_this<SlotScan> {
     int64_t rewind_to = -1;
     while (Admit(position, &rewind_to)) {
       if (rewind_to >= 0) {
-        if (absl::Status s = consumer->Assign(slot_.topic, slot_.partition, rewind_to); !s.ok()) {
+        if (absl::Status s = consumer->Seek(slot_.topic, slot_.partition, rewind_to); !s.ok()) {
           return s;
         }
         position = rewind_to;
@@ -365,14 +365,14 @@ class EntryReader::SlotScan : public std::enable_shared_from_this<SlotScan> {
       // the scan falls behind the fetcher, librdkafka 2.0.2 fills its queue
       // (queued.max.messages.kbytes) and then fetches nothing for a fixed second, even after the
       // queue drained (fetch.queue.backoff.ms came in 2.1). A scan with many members stalled
-      // ~1 s per 16 MiB that way; assigning the partition again starts a fetch at once.
+      // ~1 s per 16 MiB that way; seeking to where it is starts a fetch at once.
       Message msg = consumer->Poll(position < bounded_end_ ? 20 : 100);
       if (!msg) {
         AllIdle(position, false, absl::OkStatus());
         if (position < bounded_end_ &&
             steady_clock::now() - last_refetch >= std::chrono::milliseconds(100)) {
           last_refetch = steady_clock::now();
-          if (absl::Status s = consumer->Assign(slot_.topic, slot_.partition, position); !s.ok()) {
+          if (absl::Status s = consumer->Seek(slot_.topic, slot_.partition, position); !s.ok()) {
             return s;
           }
           ++reader_->metrics_->read_scan_refetches;

@@ -306,6 +306,19 @@ absl::Status Consumer::Assign(const std::string& topic, int32_t partition, int64
   return KafkaErrorToStatus(err, "assigning a partition");
 }
 
+absl::Status Consumer::Seek(const std::string& topic, int32_t partition, int64_t offset) {
+  rd_kafka_topic_partition_list_t* list = rd_kafka_topic_partition_list_new(1);
+  rd_kafka_topic_partition_list_add(list, topic.c_str(), partition)->offset = offset;
+  rd_kafka_error_t* error = rd_kafka_seek_partitions(rk_.get(), list, 5000);
+  rd_kafka_resp_err_t err = list->elems[0].err;
+  if (error != nullptr) {
+    err = rd_kafka_error_code(error);
+    rd_kafka_error_destroy(error);
+  }
+  rd_kafka_topic_partition_list_destroy(list);
+  return KafkaErrorToStatus(err, "seeking in a partition");
+}
+
 absl::Status Consumer::Unassign() {
   return KafkaErrorToStatus(rd_kafka_assign(rk_.get(), nullptr), "unassigning");
 }

@@ -102,6 +102,10 @@ class Consumer {
   ~Consumer();
 
   absl::Status Assign(const std::string& topic, int32_t partition, int64_t offset);
+  // Moves the assigned partition's fetch position: what was fetched ahead is dropped and
+  // fetching starts again at once. (Assigning again instead, many times a second, trips an
+  // assertion in librdkafka 2.0.2's assignment code.)
+  absl::Status Seek(const std::string& topic, int32_t partition, int64_t offset);
   absl::Status Unassign();
   // The next message or event (errors and partition EOF arrive as messages with err set);
   // nullptr when nothing came within `timeout_ms`.
