@@ -7,7 +7,7 @@ set -euo pipefail
 packages=(g++ cmake ninja-build ccache pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   librdkafka-dev libabsl-dev libspdlog-dev libgtest-dev libgmock-dev
-  libcpp-httplib-dev libssl-dev libbrotli-dev)
+  libcpp-httplib-dev libssl-dev libbrotli-dev nlohmann-json3-dev)
 if [[ "${1:-}" == "--test" ]]; then
   packages+=(kcat clang-format clang libclang-rt-14-dev openssl default-jre-headless maven python3 python3-yaml curl)
 fi

@@ -1,11 +1,10 @@
 #include "server/metrics.h"
 
 #include <chrono>
+#include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "google/protobuf/struct.pb.h"
-#include "google/protobuf/util/json_util.h"
 
 namespace wal {
 namespace {
@@ -234,26 +233,30 @@ grpc::experimental::Interceptor* MetricsInterceptorFactory::CreateServerIntercep
 
 void WriteKafkaStats(const std::string& client, const std::string& stats_json, MetricWriter& w) {
   if (stats_json.empty()) return;
-  google::protobuf::Struct stats;
-  if (!google::protobuf::util::JsonStringToMessage(stats_json, &stats).ok()) return;
-  const auto& fields = stats.fields();
-  auto number = [&](const char* key) {
-    auto it = fields.find(key);
-    return it == fields.end() ? 0.0 : it->second.number_value();
+  // Not protobuf's Struct: its map fields change layout in ThreadSanitizer builds, which then
+  // crash inside the uninstrumented libprotobuf.
+  const nlohmann::json stats =
+      nlohmann::json::parse(stats_json, nullptr, /*allow_exceptions=*/false);
+  if (!stats.is_object()) return;
+  auto number = [](const nlohmann::json& object, const char* key) {
+    auto it = object.find(key);
+    return it != object.end() && it->is_number() ? it->get<double>() : 0.0;
   };
-  w.Sample("walserver_kafka_tx_bytes_total", {{"client", client}}, number("tx_bytes"));
-  w.Sample("walserver_kafka_rx_bytes_total", {{"client", client}}, number("rx_bytes"));
-  w.Sample("walserver_kafka_tx_messages_total", {{"client", client}}, number("txmsgs"));
-  auto brokers = fields.find("brokers");
-  if (brokers == fields.end()) return;
-  for (const auto& [name, broker] : brokers->second.struct_value().fields()) {
-    const auto& b = broker.struct_value().fields();
-    auto source = b.find("source");
+  auto text = [](const nlohmann::json& object, const char* key) {
+    auto it = object.find(key);
+    return it != object.end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
+  w.Sample("walserver_kafka_tx_bytes_total", {{"client", client}}, number(stats, "tx_bytes"));
+  w.Sample("walserver_kafka_rx_bytes_total", {{"client", client}}, number(stats, "rx_bytes"));
+  w.Sample("walserver_kafka_tx_messages_total", {{"client", client}}, number(stats, "txmsgs"));
+  auto brokers = stats.find("brokers");
+  if (brokers == stats.end() || !brokers->is_object()) return;
+  for (const auto& [name, broker] : brokers->items()) {
+    if (!broker.is_object()) continue;
     // Only the configured and learned brokers; the internal pseudo-broker is not a connection.
-    if (source != b.end() && source->second.string_value() == "internal") continue;
-    auto state = b.find("state");
-    const bool up = state != b.end() && state->second.string_value() == "UP";
-    w.Sample("walserver_kafka_broker_up", {{"client", client}, {"broker", name}}, up ? 1 : 0);
+    if (text(broker, "source") == "internal") continue;
+    w.Sample("walserver_kafka_broker_up", {{"client", client}, {"broker", name}},
+             text(broker, "state") == "UP" ? 1 : 0);
   }
 }
 

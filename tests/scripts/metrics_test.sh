@@ -40,4 +40,7 @@ for _ in $(seq 1 80); do
 done
 curl -sf "http://$HTTP/metrics" | grep -q '^walserver_kafka_broker_up{.*} 1$' ||
   fail "broker connection state from librdkafka statistics"
+curl -sf "http://$HTTP/metrics" |
+  awk '/^walserver_kafka_tx_bytes_total\{/ { sum += $2 } END { exit !(sum > 0) }' ||
+  fail "walserver_kafka_tx_bytes_total from librdkafka statistics"
 echo "metrics_test: all checks passed"
