@@ -458,8 +458,8 @@ class EntryReader::SlotScan : public std::enable_shared_from_this<SlotScan> {
   std::unordered_map<uint64_t, std::vector<Member*>> by_namespace_;
   int64_t min_end_ = 0;
   int64_t max_end_ = 0;
-  int64_t bounded_end_ =
-      0;                 // records below exist (the furthest end of a read that is not following)
+  // Records below exist: the furthest end of a read that is not following.
+  int64_t bounded_end_ = 0;
   bool changed_ = true;  // members_ may hold finished members; by_namespace_ is stale
 
   std::mutex mu_;
