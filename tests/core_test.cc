@@ -438,19 +438,8 @@ TEST_F(Core, FatalProducerErrorFailsTheQueuedAppendWithUnavailable) {
       {AppendItem{state->slot, 1, "queued", EntryStamp{0, 1, 2}}}, Deadline(),
       [&](absl::StatusOr<std::vector<uint64_t>> ids) { queued.set_value(ids.status()); });
   std::this_thread::sleep_for(milliseconds(200));
-  for (const Producer* p : writer_->producers()) {
-    ASSERT_EQ(rd_kafka_test_fatal_error(p->handle(), RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER,
-                                        "injected by the test"),
-              RD_KAFKA_RESP_ERR_NO_ERROR);
-  }
-  const auto fatal_by = Clock::now() + seconds(5);
-  bool all_fatal = false;
-  while (!all_fatal && Clock::now() < fatal_by) {
-    std::this_thread::sleep_for(milliseconds(20));
-    all_fatal = true;
-    for (const Producer* p : writer_->producers()) all_fatal &= p->fatal();
-  }
-  ASSERT_TRUE(all_fatal);
+  const absl::Status injected = InjectFatalProducerErrors(*writer_);
+  ASSERT_TRUE(injected.ok()) << injected;
 
   std::promise<absl::StatusOr<std::vector<uint64_t>>> after;
   writer_->Append(

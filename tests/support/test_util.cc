@@ -293,4 +293,24 @@ void RoundTrip(Client& client, uint64_t first_id, int namespaces, int entries, u
   }
 }
 
+absl::Status InjectFatalProducerErrors(const EntryWriter& writer) {
+  for (const Producer* p : writer.producers()) {
+    const rd_kafka_resp_err_t err = rd_kafka_test_fatal_error(
+        p->handle(), RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER, "injected by the test");
+    if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+      return absl::InternalError(
+          absl::StrCat("rd_kafka_test_fatal_error: ", rd_kafka_err2str(err)));
+    }
+  }
+  // The error reaches the producers' poll threads within their 100 ms poll.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (std::chrono::steady_clock::now() < deadline) {
+    bool all_fatal = true;
+    for (const Producer* p : writer.producers()) all_fatal &= p->fatal();
+    if (all_fatal) return absl::OkStatus();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return absl::DeadlineExceededError("the producers did not report the fatal error within 5 s");
+}
+
 }  // namespace wal::testing

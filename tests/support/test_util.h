@@ -90,6 +90,11 @@ std::vector<std::string> KafkaServerArgs(const std::string& brokers, const std::
 // A numeric line of /proc/PID/status, e.g. "Threads" or "VmRSS" (in KiB); -1 if absent.
 int64_t ProcStatus(pid_t pid, const std::string& field);
 
+// Raises in each of `writer`'s producers the fatal error librdkafka raises when an idempotent
+// producer's sequence state breaks, and waits (up to 5 s) until every producer saw it. OK, or
+// why not.
+absl::Status InjectFatalProducerErrors(const EntryWriter& writer);
+
 std::string RandomData(std::mt19937_64& rng, size_t size);
 
 // Creates `namespaces` namespaces from `first_id` on, appends `entries` entries in batches that

@@ -133,21 +133,8 @@ TEST(MockFaults, FatalProducerErrorReplacesTheProducer) {
       stuck, [&](absl::StatusOr<std::vector<uint64_t>> r) { in_flight.set_value(r.status()); });
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
 
-  // What librdkafka raises when the idempotent producer's sequence state breaks.
-  for (const Producer* p : (*server)->writer().producers()) {
-    ASSERT_EQ(rd_kafka_test_fatal_error(p->handle(), RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER,
-                                        "injected by the test"),
-              RD_KAFKA_RESP_ERR_NO_ERROR);
-  }
-  // The error reaches the producers' poll threads within their 100 ms poll.
-  const auto deadline = Clock::now() + seconds(5);
-  bool all_fatal = false;
-  while (!all_fatal && Clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    all_fatal = true;
-    for (const Producer* p : (*server)->writer().producers()) all_fatal &= p->fatal();
-  }
-  ASSERT_TRUE(all_fatal);
+  const absl::Status injected = InjectFatalProducerErrors((*server)->writer());
+  ASSERT_TRUE(injected.ok()) << injected;
   // The next append replaces the producer, which fails what the old one still held; it is
   // written by the new producer once the broker is back.
   std::thread broker_back([cluster] {
