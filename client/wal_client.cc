@@ -1,6 +1,7 @@
 #include "client/wal_client.h"
 
 #include <fstream>
+#include <mutex>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -217,6 +218,10 @@ struct Client::AsyncAppend {
   std::unique_ptr<grpc::ClientContext> ctx;  // one per attempt
   v1::AppendResponse response;
   std::function<void(absl::StatusOr<std::vector<uint64_t>>)> done;
+  // gRPC already orders an attempt's set-up before its callback, but inside a library that
+  // ThreadSanitizer cannot see. Taking this lock on both sides makes the order visible, so a
+  // retry that rebuilds `ctx` on another thread is not reported as a race.
+  std::mutex handoff;
 };
 
 void Client::AppendAsync(v1::AppendRequest request,
@@ -230,18 +235,24 @@ void Client::AppendAsync(v1::AppendRequest request,
 }
 
 void Client::StartAsyncAttempt(std::shared_ptr<AsyncAppend> call) {
-  call->ctx = std::make_unique<grpc::ClientContext>();
-  call->ctx->set_deadline(AttemptDeadline(call->deadline));
-  Prepare(*call->ctx);
-  call->response.Clear();
+  grpc::ClientContext* ctx;
+  {
+    std::lock_guard<std::mutex> lock(call->handoff);
+    call->ctx = std::make_unique<grpc::ClientContext>();
+    call->ctx->set_deadline(AttemptDeadline(call->deadline));
+    Prepare(*call->ctx);
+    call->response.Clear();
+    ctx = call->ctx.get();  // read under the lock too: the next retry replaces it
+  }
   AsyncAppend* raw = call.get();
-  stub_->async()->Append(raw->ctx.get(), &raw->request, &raw->response,
+  stub_->async()->Append(ctx, &raw->request, &raw->response,
                          [this, call = std::move(call)](grpc::Status status) mutable {
                            OnAsyncAttemptDone(std::move(call), status);
                          });
 }
 
 void Client::OnAsyncAttemptDone(std::shared_ptr<AsyncAppend> call, const grpc::Status& status) {
+  { std::lock_guard<std::mutex> lock(call->handoff); }
   if (status.ok()) {
     call->done(std::vector<uint64_t>(call->response.entry_ids().begin(),
                                      call->response.entry_ids().end()));
