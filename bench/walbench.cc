@@ -8,7 +8,8 @@
 //
 // Modes:
 //   throughput  closed loop, batches of --batch entries of --entry_bytes per Append
-//   single      closed loop, one entry per Append, against an empty RPC (health Check)
+//   single      closed loop, one entry per Append, against an empty RPC (health Check) and
+//               against one record produced straight to Kafka by as many callers
 //   latency     open loop at fixed rates (fractions of the measured maximum)
 //   replay      read one namespace back; read all namespaces of one slot at once
 //   sweep       10 .. --max_namespaces namespaces: memory and CPU when idle, throughput
@@ -39,6 +40,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
 #include "client/wal_client.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/create_channel.h"
@@ -62,6 +64,8 @@ ABSL_FLAG(std::string, latency_loads, "0.1,0.25,0.5,0.75,0.9",
 ABSL_FLAG(int, replay_mib, 64, "MiB written into one slot for the replay modes");
 ABSL_FLAG(int, replay_namespaces, 100, "Namespaces in the slot for replay-all");
 ABSL_FLAG(int, max_namespaces, 10000, "Largest namespace count of the sweep");
+ABSL_FLAG(std::vector<std::string>, walserver_args, {},
+          "Extra walserver flags, comma-separated (e.g. --producers=1), to compare settings");
 ABSL_FLAG(std::string, csv, "", "Write every row here as CSV");
 ABSL_FLAG(bool, smoke, false, "Tiny sizes and one run per figure: proves walbench works");
 
@@ -177,6 +181,7 @@ class Walserver {
                                      "--log_level=warn",
                                      "--ready_file=" + ready};
     args.insert(args.end(), extra_.begin(), extra_.end());
+    for (const std::string& a : absl::GetFlag(FLAGS_walserver_args)) args.push_back(a);
     const auto t0 = Clock::now();
     pid_ = fork();
     if (pid_ == 0) {
@@ -395,7 +400,12 @@ struct Bench {
       e->set_namespace_id(t % threads + 1);
       e->set_data(payload);
     }
-    std::vector<Row> appends, empties;
+    // The same callers producing one record each straight to Kafka: what one entry costs the
+    // broker and librdkafka on this machine, with no RPC at all.
+    std::vector<std::unique_ptr<BatchWait>> waits;
+    for (int t = 0; t < callers; ++t) waits.push_back(std::make_unique<BatchWait>());
+    const std::string record = wal::EncodeEntry(payload, 1, 1000000).front();
+    std::vector<Row> appends, empties, directs;
     for (int run = 0; run < runs; ++run) {
       appends.push_back(
           ClosedLoop("single", "service Append", callers, server.pid(), payload.size(),
@@ -407,14 +417,33 @@ struct Bench {
             grpc::health::v1::HealthCheckResponse resp;
             return health->Check(&ctx, req, &resp).ok() ? 1u : 0u;
           }));
+      directs.push_back(
+          ClosedLoop("single", "direct produce", callers, server.pid(), payload.size(), [&](int t) {
+            const auto& ns = namespaces[t % threads];
+            waits[t]->Expect(1);
+            if (!direct.get()
+                     .Produce(ns.topic(), ns.partition(), wal::EncodeKey(t % threads + 1), record,
+                              waits[t].get())
+                     .ok()) {
+              return 0u;
+            }
+            return waits[t]->Wait() == 0 ? 1u : 0u;
+          }));
     }
-    Row a = Median(appends), e = Median(empties);
-    a.parameter = e.parameter = absl::StrCat("1x", payload.size(), "B");
+    Row a = Median(appends), e = Median(empties), d = Median(directs);
+    a.parameter = e.parameter = d.parameter = absl::StrCat("1x", payload.size(), "B");
     Emit(a);
     Emit(e);
+    Emit(d);
     Row ratio{"single", "ratio Append/empty", a.parameter};
     ratio.value = a.entries_per_s / e.entries_per_s;
     Emit(ratio);
+    Row ceiling{"single", "ratio direct/empty", a.parameter};
+    ceiling.value = d.entries_per_s / e.entries_per_s;
+    Emit(ceiling);
+    Row vs_direct{"single", "ratio Append/direct", a.parameter};
+    vs_direct.value = a.entries_per_s / d.entries_per_s;
+    Emit(vs_direct);
     max_single_rate = a.entries_per_s;
   }
 
@@ -572,6 +601,33 @@ struct Bench {
       for (auto& t : readers) t.join();
       all.push_back(duration<double>(Clock::now() - t0).count());
     }
+    // What delivering the slot's bytes costs without any sharing: the same bytes written to the
+    // only namespace of a slot of their own, read back by one stream. Replaying all namespaces
+    // at once moves this many bytes to the client too, so it cannot take less.
+    Walserver whole(absl::StrCat("replaywhole", getpid()),
+                    {"--topic_count=1", "--partitions_per_topic=1"});
+    whole.Start();
+    auto w = Connect(whole.address());
+    Must(w->CreateNamespace(1).status(), "create");
+    for (uint64_t put = 0; put < written;) {
+      wal::v1::AppendRequest request;
+      for (int i = 0; i < batch; ++i, put += payload.size()) {
+        auto* e = request.add_entries();
+        e->set_namespace_id(1);
+        e->set_data(payload);
+      }
+      Must(w->Append(request).status(), "append");
+    }
+    std::vector<double> whole_times;
+    for (int run = 0; run < runs; ++run) {
+      const auto t0 = Clock::now();
+      wal::ReadOptions read;
+      read.namespace_id = 1;
+      Must(w->Read(read, [](wal::v1::Entry&) { return true; }), "read");
+      whole_times.push_back(duration<double>(Clock::now() - t0).count());
+    }
+    whole.Stop();
+
     auto median = [](std::vector<double> v) {
       std::sort(v.begin(), v.end());
       return v[v.size() / 2];
@@ -592,8 +648,15 @@ struct Bench {
     q1.value = r0.value / r1.value;  // speed ratio: >= 0.9 wanted
     Row qa{"replay", "ratio all/raw time", r1.parameter};
     qa.value = ra.value / r0.value;  // time ratio: <= 1.2 wanted
+    Row rw{"replay", "service 1 stream, all", r1.parameter};
+    rw.value = median(whole_times);
+    rw.mb_per_s = mb / rw.value;
+    Emit(rw);
     Emit(q1);
     Emit(qa);
+    Row qw{"replay", "ratio all/1 stream time", r1.parameter};
+    qw.value = ra.value / rw.value;
+    Emit(qw);
   }
 
   void Sweep() {
@@ -652,6 +715,9 @@ struct Bench {
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   spdlog::set_level(spdlog::level::warn);
+  // As walserver does: Debian's Abseil checks every gRPC lock for deadlock cycles otherwise,
+  // which cost this client 2% of the host in single mode.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   if (absl::GetFlag(FLAGS_brokers).empty() || absl::GetFlag(FLAGS_walserver).empty()) {
     std::cerr << "walbench: --brokers and --walserver are required\n";
     return 2;
