@@ -12,7 +12,8 @@
 //               against one record produced straight to Kafka by as many callers
 //   latency     open loop at fixed rates (fractions of the measured maximum)
 //   replay      read one namespace back; read all namespaces of one slot at once
-//   sweep       10 .. --max_namespaces namespaces: memory and CPU when idle, throughput
+//   sweep       10 .. --max_namespaces namespaces: memory and CPU when idle, throughput; then
+//               the same load over 10 and over all of them, alternating
 //   startup     restart walserver with all those namespaces in the meta topic
 #include <signal.h>
 #include <sys/prctl.h>
@@ -659,6 +660,23 @@ struct Bench {
     Emit(qw);
   }
 
+  // Closed-loop batches, each for one namespace, as a datanode appends one region's batch per
+  // call; successive calls go round-robin over namespaces 1000000 .. 1000000+n-1.
+  Row SpreadLoad(wal::Client& c, pid_t pid, int n) {
+    std::atomic<uint64_t> next{0};
+    const int batch = absl::GetFlag(FLAGS_batch);
+    return ClosedLoop("sweep", "service", threads, pid, payload.size(), [&](int) {
+      wal::v1::AppendRequest request;
+      const uint64_t ns = 1000000 + next++ % n;
+      for (int i = 0; i < batch; ++i) {
+        auto* e = request.add_entries();
+        e->set_namespace_id(ns);
+        e->set_data(payload);
+      }
+      return c.Append(request).ok() ? static_cast<uint64_t>(batch) : 0;
+    });
+  }
+
   void Sweep() {
     Walserver sweep(absl::StrCat("sweep", getpid()));
     sweep.Start();
@@ -680,16 +698,7 @@ struct Bench {
       const double rss = ResidentMiB(sweep.pid());
       if (n == 10) rss_at_10 = rss;
       // The same total load spread over all namespaces.
-      std::atomic<uint64_t> next{0};
-      Row load = ClosedLoop("sweep", "service", threads, sweep.pid(), payload.size(), [&](int) {
-        wal::v1::AppendRequest request;
-        for (int i = 0; i < absl::GetFlag(FLAGS_batch); ++i) {
-          auto* e = request.add_entries();
-          e->set_namespace_id(1000000 + next++ % n);
-          e->set_data(payload);
-        }
-        return c->Append(request).ok() ? static_cast<uint64_t>(absl::GetFlag(FLAGS_batch)) : 0;
-      });
+      Row load = SpreadLoad(*c, sweep.pid(), n);
       load.parameter = absl::StrCat(n, " namespaces");
       load.rss_mib = rss;
       load.value = cpu * 100;  // idle CPU, % of a core
@@ -699,6 +708,23 @@ struct Bench {
         mem.value = (rss - rss_at_10) * 1048576.0 / (n - 10);
         Emit(mem);
       }
+    }
+    // The throughput target, with every namespace created: the same load spread over the first
+    // 10 and over all of them, alternating, median of --runs each.
+    if (created > 10) {
+      std::vector<Row> few, all;
+      for (int run = 0; run < runs; ++run) {
+        few.push_back(SpreadLoad(*c, sweep.pid(), 10));
+        all.push_back(SpreadLoad(*c, sweep.pid(), created));
+      }
+      Row f = Median(few), a = Median(all);
+      f.parameter = "over 10";
+      a.parameter = absl::StrCat("over ", created);
+      Emit(f);
+      Emit(a);
+      Row ratio{"sweep", absl::StrCat("ratio ", created, "/10"), a.parameter};
+      ratio.value = a.entries_per_s / f.entries_per_s;
+      Emit(ratio);
     }
     sweep.Stop();
     if (absl::StrContains(absl::GetFlag(FLAGS_modes), "startup")) {
