@@ -180,16 +180,15 @@ absl::StatusOr<CreateNamespaceResult> Client::CreateNamespace(uint64_t namespace
   return CreateNamespaceResult{response.namespace_(), response.created()};
 }
 
-absl::StatusOr<std::vector<uint64_t>> Client::Append(const v1::AppendRequest& request) {
-  v1::AppendRequest stamped = request;
-  Stamp(&stamped);
+absl::StatusOr<std::vector<uint64_t>> Client::Append(v1::AppendRequest request) {
+  Stamp(&request);
   const system_clock::time_point deadline = Deadline(options_.timeout);
   for (int retry = 0;; ++retry) {
     grpc::ClientContext ctx;
     ctx.set_deadline(AttemptDeadline(deadline));
     Prepare(ctx);
     v1::AppendResponse response;
-    const grpc::Status status = stub_->Append(&ctx, stamped, &response);
+    const grpc::Status status = stub_->Append(&ctx, request, &response);
     if (status.ok()) {
       return std::vector<uint64_t>(response.entry_ids().begin(), response.entry_ids().end());
     }
@@ -207,7 +206,7 @@ absl::StatusOr<std::vector<uint64_t>> Client::Append(uint64_t namespace_id,
     e->set_namespace_id(namespace_id);
     e->set_data(data);
   }
-  return Append(request);
+  return Append(std::move(request));
 }
 
 // One AppendAsync call, alive until `done` has run.

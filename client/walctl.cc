@@ -233,7 +233,7 @@ int Append(const Cli& cli, wal::Client& client, uint64_t ns) {
       e->set_data(data);
       e->set_epoch(epoch);
     }
-    auto ids = client.Append(request);
+    auto ids = client.Append(std::move(request));
     if (!ids.ok()) return Report(ids.status());
     uint64_t bytes = 0;
     for (const auto& e : entries) bytes += e.size();
