@@ -41,6 +41,18 @@ class PruningTest : public ::testing::Test {
     EXPECT_TRUE(p.ok()) << p.status();
     return p.ok() ? std::move(*p) : nullptr;
   }
+  // A walserver that does not prune, and its namespace 1 holding "entry 0" .. "entry 9" (ids_).
+  void StartWithTenEntries(const std::string& name) {
+    server_ = StartServer(name, 0);
+    ASSERT_NE(server_, nullptr);
+    client_ = Connect(server_->address());
+    ASSERT_TRUE(client_->CreateNamespace(1).ok());
+    std::vector<std::string> data;
+    for (int i = 0; i < 10; ++i) data.push_back(absl::StrCat("entry ", i));
+    auto ids = client_->Append(1, data);
+    ASSERT_TRUE(ids.ok()) << ids.status();
+    ids_ = *ids;
+  }
   Watermarks Marks() {
     auto marks = QueryWatermarks(admin_.get(), prefix_ + "_0", 0, 10000);
     EXPECT_TRUE(marks.ok()) << marks.status();
@@ -49,6 +61,9 @@ class PruningTest : public ::testing::Test {
   std::string brokers_;
   std::string prefix_;
   KafkaHandle admin_;
+  std::unique_ptr<ServerProcess> server_;
+  std::unique_ptr<Client> client_;
+  std::vector<uint64_t> ids_;
 };
 
 // The model of one namespace, as the load generator saw it.
@@ -162,39 +177,26 @@ TEST_F(PruningTest, RandomOperationsNeverPruneAnEntryThatWasNotTruncated) {
 }
 
 TEST_F(PruningTest, RecordsKafkaLostAreDataLossNeverSilence) {
-  auto server = StartServer("loser", 0);
-  ASSERT_NE(server, nullptr);
-  auto client = Connect(server->address());
-  ASSERT_TRUE(client->CreateNamespace(1).ok());
-  std::vector<std::string> data;
-  for (int i = 0; i < 10; ++i) data.push_back(absl::StrCat("entry ", i));
-  auto ids = client->Append(1, data);
-  ASSERT_TRUE(ids.ok()) << ids.status();
+  ASSERT_NO_FATAL_FAILURE(StartWithTenEntries("loser"));
   // Kafka deletes records by itself (as retention set on the topic by hand would): walserver
   // never pruned there, so it must say so.
-  auto low = DeleteRecordsBefore(admin_.get(), prefix_ + "_0", 0, (*ids)[5], 30000);
+  auto low = DeleteRecordsBefore(admin_.get(), prefix_ + "_0", 0, ids_[5], 30000);
   ASSERT_TRUE(low.ok()) << low.status();
-  auto read = client->ReadAll(1);
+  auto read = client_->ReadAll(1);
   EXPECT_EQ(read.status().code(), absl::StatusCode::kDataLoss) << read.status();
   // From the first record still there, the rest reads normally.
-  auto rest = client->ReadAll(1, (*ids)[5]);
+  auto rest = client_->ReadAll(1, ids_[5]);
   ASSERT_TRUE(rest.ok()) << rest.status();
   EXPECT_EQ(rest->size(), 5u);
   // Truncating past the gap makes the namespace whole again.
-  ASSERT_TRUE(client->Truncate(1, (*ids)[5]).ok());
-  auto after = client->ReadAll(1);
+  ASSERT_TRUE(client_->Truncate(1, ids_[5]).ok());
+  auto after = client_->ReadAll(1);
   ASSERT_TRUE(after.ok()) << after.status();
   EXPECT_EQ(after->front().data(), "entry 5");
 }
 
 TEST_F(PruningTest, RetentionSetOnTheTopicByHandIsDataLoss) {
-  auto server = StartServer("retention", 0);
-  ASSERT_NE(server, nullptr);
-  auto client = Connect(server->address());
-  ASSERT_TRUE(client->CreateNamespace(1).ok());
-  std::vector<std::string> data;
-  for (int i = 0; i < 10; ++i) data.push_back(absl::StrCat("entry ", i));
-  ASSERT_TRUE(client->Append(1, data).ok());
+  ASSERT_NO_FATAL_FAILURE(StartWithTenEntries("retention"));
   // An operator shortens the slot topic's retention with kafka-configs, and Kafka deletes the
   // entries (the active segment too, once all of it is past retention); then sets it back.
   auto set_retention = [&](const std::string& settings) {
@@ -211,14 +213,14 @@ TEST_F(PruningTest, RetentionSetOnTheTopicByHandIsDataLoss) {
   std::cerr << "retention deleted the entries after "
             << std::chrono::duration_cast<milliseconds>(Clock::now() - start).count() << " ms\n";
   set_retention("retention.ms=-1");
-  auto kept = client->Append(1, {"entry 10"});
+  auto kept = client_->Append(1, {"entry 10"});
   ASSERT_TRUE(kept.ok()) << kept.status();
 
-  auto read = client->ReadAll(1);
+  auto read = client_->ReadAll(1);
   EXPECT_EQ(read.status().code(), absl::StatusCode::kDataLoss) << read.status();
   EXPECT_NE(read.status().message().find("gone from Kafka"), absl::string_view::npos)
       << read.status();
-  auto rest = client->ReadAll(1, (*kept)[0]);
+  auto rest = client_->ReadAll(1, (*kept)[0]);
   ASSERT_TRUE(rest.ok()) << rest.status();
   ASSERT_EQ(rest->size(), 1u);
   EXPECT_EQ(rest->front().data(), "entry 10");
