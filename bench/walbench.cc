@@ -11,7 +11,8 @@
 //   single      closed loop, one entry per Append, against an empty RPC (health Check) and
 //               against one record produced straight to Kafka by as many callers
 //   latency     open loop at fixed rates (fractions of the measured maximum)
-//   replay      read one namespace back; read all namespaces of one slot at once
+//   replay      read one namespace back; read all namespaces of one slot at once; read the same
+//               bytes written as one namespace, through one stream
 //   sweep       10 .. --max_namespaces namespaces: memory and CPU when idle, throughput; then
 //               the same load over 10 and over all of them, alternating
 //   startup     restart walserver with all those namespaces in the meta topic
