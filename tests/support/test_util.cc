@@ -294,7 +294,10 @@ void RoundTrip(Client& client, uint64_t first_id, int namespaces, int entries, u
 }
 
 absl::Status InjectFatalProducerErrors(const EntryWriter& writer) {
-  for (const Producer* p : writer.producers()) {
+  // Waits on these very producers: an append may replace one as soon as it turns fatal (the
+  // writer keeps the old one alive until it goes).
+  const std::vector<const Producer*> injected = writer.producers();
+  for (const Producer* p : injected) {
     const rd_kafka_resp_err_t err = rd_kafka_test_fatal_error(
         p->handle(), RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER, "injected by the test");
     if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
@@ -306,7 +309,7 @@ absl::Status InjectFatalProducerErrors(const EntryWriter& writer) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   while (std::chrono::steady_clock::now() < deadline) {
     bool all_fatal = true;
-    for (const Producer* p : writer.producers()) all_fatal &= p->fatal();
+    for (const Producer* p : injected) all_fatal &= p->fatal();
     if (all_fatal) return absl::OkStatus();
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
