@@ -73,7 +73,7 @@ TEST(Client, WithoutRetriesUnavailableComesBackAtOnce) {
   const auto t0 = Clock::now();
   EXPECT_EQ((*client)->GetNamespace(1).status().code(), absl::StatusCode::kUnavailable);
   EXPECT_LT(Clock::now() - t0, seconds(5));
-  // Append is never retried, whatever the options say.
+  // Nor is Append: with max_retries 0 it is not retried either.
   EXPECT_EQ((*client)->Append(1, {"x"}).status().code(), absl::StatusCode::kUnavailable);
 }
 
