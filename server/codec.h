@@ -110,6 +110,8 @@ class EntryAssembler {
   uint64_t skipped() const { return skipped_; }
   uint64_t fenced() const { return fenced_; }
   uint64_t duplicates() const { return duplicates_; }
+  // Incomplete entries given up because the slot showed they can never complete.
+  uint64_t torn() const { return torn_; }
   // Bytes held in incomplete entries.
   size_t buffered_bytes() const { return buffered_bytes_; }
 
@@ -136,6 +138,7 @@ class EntryAssembler {
   uint64_t skipped_ = 0;
   uint64_t fenced_ = 0;
   uint64_t duplicates_ = 0;
+  uint64_t torn_ = 0;
   size_t buffered_bytes_ = 0;
 };
 

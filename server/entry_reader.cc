@@ -1,5 +1,7 @@
 #include "server/entry_reader.h"
 
+#include <deque>
+#include <functional>
 #include <limits>
 #include <thread>
 #include <unordered_map>
@@ -50,7 +52,7 @@ absl::Status EntryReader::Start(ReadParams params, std::shared_ptr<ReadSink> sin
   }
   std::thread([this, params, sink = std::move(sink)] {
     ++metrics_->reads_in_progress;
-    absl::Status status = Run(params, *sink);
+    absl::Status status = Run(params, sink);
     --metrics_->reads_in_progress;
     sink->Finish(std::move(status));
     std::lock_guard<std::mutex> lock(mu_);
@@ -79,15 +81,21 @@ void EntryReader::ReleaseConsumer(std::unique_ptr<Consumer> consumer) {
   }
 }
 
-// One read, as a member of a slot scan. The scan thread feeds it records; the read's own thread
-// waits in Wait() for the outcome.
+// One read, as a member of a slot scan. The scan thread feeds it records and queues the batches
+// it makes; the read's own thread (Deliver) sends them to the client. The scan never waits on a
+// client: a member whose queue is full is detached (Detach), and its read thread, once the queue
+// drained, starts a scan of its own from where the member stands.
+//
+// Ownership: the assembler, the batch being filled and the offsets are touched by one scan
+// thread at a time (the one whose members_ holds the member; the hand-off goes through mu_).
+// The queue and the flags under mu_ are shared with the read thread.
 class EntryReader::Member {
  public:
-  Member(EntryReader* reader, const ReadParams& params, ReadSink* sink, NamespaceState ns,
-         int64_t start, int64_t end, steady_clock::time_point stop_at)
+  Member(EntryReader* reader, const ReadParams& params, std::shared_ptr<ReadSink> sink,
+         NamespaceState ns, int64_t start, int64_t end, steady_clock::time_point stop_at)
       : reader_(reader),
         params_(params),
-        sink_(sink),
+        sink_(std::move(sink)),
         ns_(std::move(ns)),
         start_(start),
         end_(params.follow ? std::numeric_limits<int64_t>::max() : end),
@@ -98,9 +106,12 @@ class EntryReader::Member {
 
   uint64_t namespace_id() const { return params_.namespace_id; }
   const Slot& slot() const { return ns_.slot; }
-  int64_t start() const { return start_; }
+  // Where a scan must start for this member: its start, or past what it was handed already.
+  int64_t resume_at() const { return std::max(start_, next_offset_); }
   int64_t end() const { return end_; }
   bool done() const { return done_; }
+  // The queue is over its bound: the scan should detach this member (scan thread).
+  bool over_limit() const { return over_limit_; }
 
   // A record of the slot at `offset` (scan thread).
   void OnRecord(int64_t offset, uint64_t key, std::string_view value) {
@@ -112,8 +123,8 @@ class EntryReader::Member {
     TakeReady();
   }
 
-  // The scan is at `position` and has nothing more just now (scan thread): send what is batched,
-  // finish when the range is done, cancelled or out of time.
+  // The scan is at `position` and has nothing more just now (scan thread): queue what is
+  // batched, finish when the range is done, cancelled or out of time.
   void OnIdle(int64_t position, bool at_end_of_partition, const absl::Status& kafka_error) {
     if (done_) return;
     if (!kafka_error.ok()) last_error_ = kafka_error;
@@ -121,10 +132,12 @@ class EntryReader::Member {
     if (position >= end_) {
       assembler_.Flush(&ready_);
       TakeReady();
-      if (!done_) Finish(Flush() ? absl::OkStatus() : absl::CancelledError("read cancelled"));
+      Flush();
+      Finish(absl::OkStatus());
       return;
     }
-    if (!Flush() || sink_->cancelled()) {
+    Flush();
+    if (cancelled_ || sink_->cancelled()) {
       Finish(absl::CancelledError("read cancelled"));
       return;
     }
@@ -141,37 +154,76 @@ class EntryReader::Member {
                                                   " reached its deadline at entry ", position)));
       return;
     }
-    if (params_.follow && at_end_of_partition) {
-      // Between polls of a following read, notice a truncation or a deletion.
-      std::optional<NamespaceState> now = reader_->meta_->Get(params_.namespace_id);
-      if (!now) {
+    // A truncation or a deletion since the read began applies from here on (a follower deep in
+    // its backlog must not go on delivering what was truncated).
+    if (steady_clock::now() - last_meta_check_ >= kMetaCheckInterval) {
+      last_meta_check_ = steady_clock::now();
+      std::optional<int64_t> truncated_before =
+          reader_->meta_->TruncatedBefore(params_.namespace_id);
+      if (!truncated_before) {
         Finish(
             absl::NotFoundError(absl::StrCat("namespace ", params_.namespace_id, " was deleted")));
         return;
       }
-      truncated_before_ = now->truncated_before;
+      truncated_before_ = std::max(truncated_before_, *truncated_before);
     }
   }
 
+  // Ends the member's part in scans (scan thread, or Run before any scan): its read thread
+  // sends what is queued, then answers `status`.
   void Finish(absl::Status status) {
     if (done_) return;
     reader_->records_skipped_ += assembler_.skipped();
     reader_->metrics_->read_fenced_entries += assembler_.fenced();
     reader_->metrics_->read_duplicate_entries += assembler_.duplicates();
+    reader_->metrics_->read_torn_entries += assembler_.torn();
     std::lock_guard<std::mutex> lock(mu_);
     done_ = true;
     status_ = std::move(status);
     cv_.notify_all();
   }
 
-  absl::Status Wait() {
+  // Takes the member off its scan (scan thread, which must not touch it afterwards).
+  void Detach() {
+    Flush();
+    over_limit_ = false;
+    std::lock_guard<std::mutex> lock(mu_);
+    detached_ = true;
+    cv_.notify_all();
+  }
+
+  // The read's thread: sends queued batches to the client until the member is done. When the
+  // member was detached, `rejoin` is called once its queue is empty, to start a scan from
+  // resume_at(). Returns the read's status.
+  absl::Status Deliver(const std::function<void()>& rejoin) {
     std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [this] { return done_.load(); });
-    return status_;
+    while (true) {
+      cv_.wait(lock, [this] { return !queue_.empty() || done_ || detached_; });
+      if (!queue_.empty()) {
+        v1::ReadResponse batch = std::move(queue_.front().first);
+        queue_bytes_ -= queue_.front().second;
+        queue_.pop_front();
+        lock.unlock();
+        const bool sent = DropTruncated(&batch) || sink_->Send(std::move(batch));
+        lock.lock();
+        if (!sent) {
+          cancelled_ = true;  // the scan drops the member at its next look
+          return absl::CancelledError("read cancelled");
+        }
+        continue;
+      }
+      if (done_) return status_;
+      detached_ = false;
+      lock.unlock();
+      rejoin();
+      lock.lock();
+    }
   }
 
  private:
-  // Moves assembled entries into the batch, sending full batches; finishes at the limit.
+  static constexpr auto kMetaCheckInterval = std::chrono::milliseconds(100);
+
+  // Moves assembled entries into the batch, queueing full batches; finishes at the limit.
   void TakeReady() {
     for (AssembledEntry& e : ready_) {
       if (done_) break;
@@ -187,30 +239,55 @@ class EntryReader::Member {
       *out->mutable_data() = std::move(e.data);
       ++sent_;
       if (params_.limit != 0 && sent_ >= params_.limit) {
-        Finish(Flush() ? absl::OkStatus() : absl::CancelledError("read cancelled"));
-      } else if (batch_bytes_ >= reader_->options_.batch_bytes && !Flush()) {
-        Finish(absl::CancelledError("read cancelled"));
+        Flush();
+        Finish(absl::OkStatus());
+      } else if (batch_bytes_ >= reader_->options_.batch_bytes) {
+        Flush();
       }
     }
     ready_.clear();
   }
 
-  // Sends the batch; false when the read was cancelled.
-  bool Flush() {
-    if (batch_.entries_size() == 0) return true;
-    const bool ok = sink_->Send(std::move(batch_));
+  // Queues the batch for the read's thread (scan thread); never waits.
+  void Flush() {
+    if (batch_.entries_size() == 0) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.emplace_back(std::move(batch_), batch_bytes_);
+    queue_bytes_ += batch_bytes_;
+    if (queue_bytes_ > reader_->options_.read_queue_bytes) over_limit_ = true;
     batch_.Clear();
     batch_bytes_ = 0;
-    return ok;
+    cv_.notify_all();
+  }
+
+  // Read thread: drops the entries of `batch` that a truncation since they were queued removed.
+  // True when nothing is left to send.
+  bool DropTruncated(v1::ReadResponse* batch) const {
+    const std::optional<int64_t> truncated_before =
+        reader_->meta_->TruncatedBefore(params_.namespace_id);
+    const int64_t cut = truncated_before.value_or(std::numeric_limits<int64_t>::max());
+    auto* entries = batch->mutable_entries();
+    if (entries->empty() || static_cast<int64_t>(entries->begin()->entry_id()) >= cut) {
+      return entries->empty();
+    }
+    int keep_from = 0;
+    while (keep_from < entries->size() &&
+           static_cast<int64_t>(entries->Get(keep_from).entry_id()) < cut) {
+      ++keep_from;
+    }
+    entries->DeleteSubrange(0, keep_from);
+    return entries->empty();
   }
 
   EntryReader* const reader_;
   const ReadParams params_;
-  ReadSink* const sink_;
+  const std::shared_ptr<ReadSink> sink_;
   const NamespaceState ns_;
   const int64_t start_;
   const int64_t end_;
   const steady_clock::time_point stop_at_;
+
+  // The scan thread's (one scan at a time; see the class comment).
   int64_t truncated_before_;
   int64_t next_offset_ = 0;  // records below were handed to this read already
   EntryAssembler assembler_;
@@ -219,10 +296,16 @@ class EntryReader::Member {
   size_t batch_bytes_ = 0;
   uint64_t sent_ = 0;
   absl::Status last_error_;
+  steady_clock::time_point last_meta_check_ = steady_clock::now();
+  bool over_limit_ = false;
 
   std::mutex mu_;
   std::condition_variable cv_;
+  std::deque<std::pair<v1::ReadResponse, size_t>> queue_;  // batches with their entry bytes
+  size_t queue_bytes_ = 0;
+  bool detached_ = false;
   std::atomic<bool> done_{false};
+  std::atomic<bool> cancelled_{false};  // the client went away (read thread)
   absl::Status status_;
 };
 
@@ -235,15 +318,15 @@ class EntryReader::SlotScan : public std::enable_shared_from_this<SlotScan> {
   bool TryJoin(const std::shared_ptr<Member>& member) {
     std::lock_guard<std::mutex> lock(mu_);
     if (closed_) return false;
-    if (position_ < 0 || position_ <= member->start()) {
+    if (position_ < 0 || position_ <= member->resume_at()) {
       pending_.push_back(member);
       return true;
     }
     // Behind the scan: going back costs re-reading what lies between, once for all the reads
     // waiting for it; a second scan would read the whole slot again alongside. Worth it while
     // the scan is young (reads of a datanode opening its regions arrive over 100-250 ms).
-    if (member->start() < first_start_ || scanned_bytes_ > kMaxRewindBytes) return false;
-    rewind_to_ = std::min(rewind_to_, member->start());
+    if (member->resume_at() < first_start_ || scanned_bytes_ > kMaxRewindBytes) return false;
+    rewind_to_ = std::min(rewind_to_, member->resume_at());
     rewinding_.push_back(member);
     return true;
   }
@@ -296,6 +379,8 @@ class EntryReader::SlotScan : public std::enable_shared_from_this<SlotScan> {
   }
 
   static constexpr int64_t kMaxRewindBytes = 256 << 20;
+  // Bounds a watermark query the scan makes for its members (each ends at its own deadline).
+  static constexpr auto kKafkaQueryTimeout = std::chrono::seconds(10);
 
   // After members came or went: drops finished ones and indexes the rest by namespace, so that
   // a record costs a lookup, not a call per member (100 reads of a slot share its scan).
@@ -323,14 +408,42 @@ class EntryReader::SlotScan : public std::enable_shared_from_this<SlotScan> {
   void AllIdle(int64_t position, bool at_end_of_partition, const absl::Status& status) {
     for (auto& m : members_) m->OnIdle(position, at_end_of_partition, status);
     changed_ = true;
+    DetachOverLimit();
+  }
+
+  // Members whose client fell behind (queue full) leave the scan, so that it never waits on
+  // one client; each carries on with a scan of its own (Member::Deliver).
+  void DetachOverLimit() {
+    bool detached = false;
+    for (auto it = members_.begin(); it != members_.end();) {
+      if ((*it)->done() || !(*it)->over_limit()) {
+        ++it;
+        continue;
+      }
+      std::shared_ptr<Member> m = std::move(*it);
+      it = members_.erase(it);
+      m->Detach();
+      ++reader_->metrics_->read_scan_detaches;
+      detached = true;
+    }
+    if (detached) Reindex();  // by_namespace_ points at members
+  }
+
+  // Records [position, low) of the slot are gone from Kafka and nobody pruned them: the members
+  // that still need some of them end with DATA_LOSS; the others go on.
+  void LoseRange(int64_t position, int64_t low, const absl::Status& loss) {
+    for (auto& m : members_) {
+      if (!m->done() && m->resume_at() < low && position < m->end()) m->Finish(loss);
+    }
+    changed_ = true;
   }
 
   absl::Status Scan() {
     int64_t start;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      start = pending_.front()->start();
-      for (auto& m : pending_) start = std::min(start, m->start());
+      start = pending_.front()->resume_at();
+      for (auto& m : pending_) start = std::min(start, m->resume_at());
       position_ = first_start_ = start;
     }
     auto acquired = reader_->AcquireConsumer();
@@ -388,20 +501,28 @@ class EntryReader::SlotScan : public std::enable_shared_from_this<SlotScan> {
         absl::Status status = KafkaErrorToStatus(
             msg->err, absl::StrCat("reading ", slot_.topic, "[", slot_.partition, "]"));
         if (absl::IsDataLoss(status)) {
-          // Pruned under the scan (entries truncated meanwhile), or really lost?
+          // Pruned under the scan (entries truncated meanwhile), or really lost? Only the
+          // members that needed the missing records end; the scan goes on past them.
+          const auto deadline = steady_clock::now() + kKafkaQueryTimeout;
           auto marks = QueryWatermarks(reader_->meta_->watermarks_client(), slot_.topic,
-                                       slot_.partition, 10000);
-          if (!marks.ok()) return marks.status();
-          if (absl::Status s = reader_->PrunedOrLost(
-                  slot_, position, marks->low, steady_clock::now() + std::chrono::seconds(10));
-              !s.ok()) {
-            return s;
+                                       slot_.partition, MillisUntil(deadline, INT32_MAX));
+          if (!marks.ok()) {
+            AllIdle(position, false, marks.status());
+            continue;
           }
-          if (absl::Status s = consumer->Assign(slot_.topic, slot_.partition, marks->low);
-              !s.ok()) {
-            return s;
+          if (absl::Status s = reader_->PrunedOrLost(slot_, position, marks->low, deadline);
+              absl::IsDataLoss(s)) {
+            LoseRange(position, marks->low, s);
+          } else if (!s.ok()) {
+            AllIdle(position, false, s);
+            continue;
           }
           position = std::max(position, marks->low);
+          // Assigned again, not sought: after an out-of-range error the partition's fetcher is
+          // stopped, and a seek answers _STATE.
+          if (absl::Status s = consumer->Assign(slot_.topic, slot_.partition, position); !s.ok()) {
+            return s;
+          }
           continue;
         }
         if (!absl::IsUnavailable(status)) return status;
@@ -436,6 +557,7 @@ class EntryReader::SlotScan : public std::enable_shared_from_this<SlotScan> {
           m->OnRecord(msg->offset, *key, value);
           if (m->done()) changed_ = true;  // reached its limit
         }
+        DetachOverLimit();
       }
       // Members at their end finish now; the others hear of cancellation and deadlines, and
       // send what they have, every 100 ms even while records keep coming.
@@ -446,6 +568,7 @@ class EntryReader::SlotScan : public std::enable_shared_from_this<SlotScan> {
           if (check_all || position >= m->end()) m->OnIdle(position, false, absl::OkStatus());
         }
         changed_ = true;
+        DetachOverLimit();
       }
     }
     return absl::OkStatus();
@@ -473,16 +596,17 @@ class EntryReader::SlotScan : public std::enable_shared_from_this<SlotScan> {
   bool closed_ = false;
 };
 
-void EntryReader::Join(const std::shared_ptr<Member>& member) {
+void EntryReader::Join(const std::shared_ptr<Member>& member, bool shared) {
   std::lock_guard<std::mutex> lock(mu_);
   const auto key = std::make_pair(member->slot().topic, member->slot().partition);
   auto it = scans_.find(key);
-  if (it != scans_.end() && it->second->TryJoin(member)) return;
+  if (shared && it != scans_.end() && it->second->TryJoin(member)) return;
   // No scan of the slot, or it is past this read's start: a new one (the old one, if any,
-  // finishes on its own; only the newest is joinable).
+  // finishes on its own; only the newest is joinable). A read that fell behind its scan gets
+  // one nobody else joins, so that it cannot hold others up again.
   auto scan = std::make_shared<SlotScan>(this, member->slot());
   scan->TryJoin(member);
-  scans_[key] = scan;
+  if (shared) scans_[key] = scan;
   ++scans_running_;
   ++metrics_->read_scans;
   std::thread([scan] { scan->Run(); }).detach();
@@ -517,7 +641,7 @@ absl::Status EntryReader::PrunedOrLost(const Slot& slot, int64_t from, int64_t l
       meta_->PrunedBefore(slot)));
 }
 
-absl::Status EntryReader::Run(const ReadParams& params, ReadSink& sink) {
+absl::Status EntryReader::Run(const ReadParams& params, const std::shared_ptr<ReadSink>& sink) {
   // Stop a little before the caller's deadline, so the caller learns why.
   const auto stop_at = AnswerBy(params.deadline);
 
@@ -568,9 +692,9 @@ absl::Status EntryReader::Run(const ReadParams& params, ReadSink& sink) {
   }
   if (start == end && !params.follow) return absl::OkStatus();
 
-  auto member = std::make_shared<Member>(this, params, &sink, *ns, scan_from, end, stop_at);
-  Join(member);
-  return member->Wait();
+  auto member = std::make_shared<Member>(this, params, sink, *ns, scan_from, end, stop_at);
+  Join(member, /*shared=*/true);
+  return member->Deliver([this, &member] { Join(member, /*shared=*/false); });
 }
 
 }  // namespace wal

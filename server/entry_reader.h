@@ -2,8 +2,10 @@
 // then joins a scan of its slot: one consumer from a pool, assigned at an absolute offset, whose
 // records go to every read of that slot running at the same time (a datanode opening all its
 // regions reads each slot once, not once per region). Each read filters by key, reassembles
-// entries and hands batches to its sink (the gRPC stream). Members of a scan move together: a
-// slow client slows the reads that share its scan.
+// entries and queues batches, which the read's own thread sends to its sink (the gRPC stream).
+// A scan never waits for a client: a read whose queue passes read_queue_bytes is detached and
+// goes on with a scan of its own once its client pulls again, so a slow or stalled client
+// delays only its own read.
 #pragma once
 
 #include <atomic>
@@ -48,6 +50,10 @@ struct ReaderOptions {
   size_t max_idle_consumers = 4;
   uint64_t max_entry_bytes = 64 << 20;
   size_t batch_bytes = 1 << 20;  // a response message carries about this much
+  // Entry bytes a read may have waiting for its client. A read whose client falls further
+  // behind leaves the shared scan of its slot (which never waits for one client) and goes on
+  // with a scan of its own once its client caught up.
+  size_t read_queue_bytes = 8 << 20;
 };
 
 class EntryReader {
@@ -67,13 +73,14 @@ class EntryReader {
  private:
   class Member;
   class SlotScan;
-  absl::Status Run(const ReadParams& params, ReadSink& sink);
+  absl::Status Run(const ReadParams& params, const std::shared_ptr<ReadSink>& sink);
   // Records [from, low) of `slot` are missing from Kafka: OK if walserver pruned them (then no
   // live namespace had a readable entry there), else DATA_LOSS.
   absl::Status PrunedOrLost(const Slot& slot, int64_t from, int64_t low,
                             std::chrono::steady_clock::time_point deadline);
-  // Adds `member` to a scan of its slot that has not yet passed its start, or starts one.
-  void Join(const std::shared_ptr<Member>& member);
+  // Adds `member` to a scan of its slot that has not yet passed its start, or starts one. With
+  // `shared` false, always starts a scan that no other read joins.
+  void Join(const std::shared_ptr<Member>& member, bool shared);
   void ScanEnded(SlotScan* scan);
   absl::StatusOr<std::unique_ptr<Consumer>> AcquireConsumer();
   void ReleaseConsumer(std::unique_ptr<Consumer> consumer);

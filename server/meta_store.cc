@@ -350,6 +350,11 @@ std::optional<NamespaceState> MetaStore::Get(uint64_t namespace_id) const {
   return table_.Get(namespace_id);
 }
 
+std::optional<int64_t> MetaStore::TruncatedBefore(uint64_t namespace_id) const {
+  std::lock_guard lock(mu_);
+  return table_.TruncatedBefore(namespace_id);
+}
+
 std::vector<NamespaceState> MetaStore::List(uint64_t after, size_t limit) const {
   std::lock_guard lock(mu_);
   return table_.List(after, limit);

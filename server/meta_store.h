@@ -67,6 +67,8 @@ class MetaStore {
   std::map<std::pair<std::string, int32_t>, int64_t> LowestFirstEntryIds() const;
 
   std::optional<NamespaceState> Get(uint64_t namespace_id) const;
+  // The namespace's truncation point; nullopt when it does not exist (any more).
+  std::optional<int64_t> TruncatedBefore(uint64_t namespace_id) const;
   std::optional<AppendRoute> Route(uint64_t namespace_id) const;
   // Live namespaces per slot, in allocation order.
   std::vector<std::pair<Slot, size_t>> LoadPerSlot() const;

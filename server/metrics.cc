@@ -34,6 +34,12 @@ constexpr Family kFamilies[] = {
      "Times a scan went back for reads that joined behind it, instead of starting another."},
     {"walserver_read_scan_refetches_total", "counter",
      "Times a scan found no record where records exist and restarted fetching."},
+    {"walserver_read_scan_detaches_total", "counter",
+     "Reads taken off a shared scan because their client did not keep up (their queue was "
+     "full); each carries on with a scan of its own once its client pulls again."},
+    {"walserver_read_torn_entries_total", "counter",
+     "Split entries reads gave up on because the slot showed they can never complete (their "
+     "writer crashed or failed mid-entry)."},
     {"walserver_appends_fenced_total", "counter",
      "Append calls refused with FAILED_PRECONDITION because the writer's epoch was fenced."},
     {"walserver_appends_in_flight", "gauge", "Append calls waiting for Kafka."},
@@ -218,6 +224,9 @@ std::string Metrics::Render() const {
   w.Sample("walserver_read_scan_rewinds_total", {}, static_cast<double>(read_scan_rewinds.load()));
   w.Sample("walserver_read_scan_refetches_total", {},
            static_cast<double>(read_scan_refetches.load()));
+  w.Sample("walserver_read_scan_detaches_total", {},
+           static_cast<double>(read_scan_detaches.load()));
+  w.Sample("walserver_read_torn_entries_total", {}, static_cast<double>(read_torn_entries.load()));
   w.Sample("walserver_appends_fenced_total", {}, static_cast<double>(appends_fenced.load()));
   w.Sample("walserver_pruned_records_total", {}, static_cast<double>(pruned_records.load()));
   w.Sample("walserver_appends_in_flight", {}, static_cast<double>(appends_in_flight.load()));

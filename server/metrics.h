@@ -49,6 +49,8 @@ class Metrics {
   std::atomic<uint64_t> read_scans{0};
   std::atomic<uint64_t> read_scan_rewinds{0};
   std::atomic<uint64_t> read_scan_refetches{0};
+  std::atomic<uint64_t> read_scan_detaches{0};
+  std::atomic<uint64_t> read_torn_entries{0};
   std::atomic<uint64_t> appends_fenced{0};
   std::atomic<uint64_t> pruned_records{0};
   std::atomic<int64_t> appends_in_flight{0};

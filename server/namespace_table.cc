@@ -131,6 +131,12 @@ std::optional<NamespaceState> NamespaceTable::Get(uint64_t id) const {
   return it->second.state;
 }
 
+std::optional<int64_t> NamespaceTable::TruncatedBefore(uint64_t id) const {
+  auto it = rows_.find(id);
+  if (it == rows_.end() || it->second.state.deleted) return std::nullopt;
+  return it->second.state.truncated_before;
+}
+
 std::optional<AppendRoute> NamespaceTable::Route(uint64_t id) const {
   auto it = rows_.find(id);
   if (it == rows_.end() || it->second.state.deleted) return std::nullopt;

@@ -79,6 +79,8 @@ class NamespaceTable {
 
   // The live (not deleted) namespace, if any.
   std::optional<NamespaceState> Get(uint64_t namespace_id) const;
+  // The truncation point alone (no copy of the fence list); nullopt like Get.
+  std::optional<int64_t> TruncatedBefore(uint64_t namespace_id) const;
   // Just what an append needs (no copy of the fence list); nullopt like Get.
   std::optional<AppendRoute> Route(uint64_t namespace_id) const;
   // Live namespaces with id > `after`, in id order, at most `limit`.

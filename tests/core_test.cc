@@ -39,10 +39,7 @@ using std::chrono::seconds;
 // Collects what a read delivers.
 class CollectingSink final : public ReadSink {
  public:
-  // `delay`: each batch takes this long to send, as for a slow client.
-  explicit CollectingSink(milliseconds delay = milliseconds(0)) : delay_(delay) {}
   bool Send(v1::ReadResponse batch) override {
-    std::this_thread::sleep_for(delay_);
     std::lock_guard lock(mu_);
     for (v1::Entry& e : *batch.mutable_entries()) entries_.push_back(std::move(e));
     return true;
@@ -51,6 +48,10 @@ class CollectingSink final : public ReadSink {
   size_t received() {
     std::lock_guard lock(mu_);
     return entries_.size();
+  }
+  std::vector<v1::Entry> entries() {
+    std::lock_guard lock(mu_);
+    return entries_;
   }
   void Finish(absl::Status status) override {
     {
@@ -71,10 +72,75 @@ class CollectingSink final : public ReadSink {
   }
 
  private:
-  const milliseconds delay_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool done_ = false;
+  absl::Status status_;
+  std::vector<v1::Entry> entries_;
+};
+
+// A client that takes one batch, then stops pulling until Release() (a paused
+// `walctl read --follow | less`, or a datanode busy applying what it got).
+class StallingSink final : public ReadSink {
+ public:
+  bool Send(v1::ReadResponse batch) override {
+    std::unique_lock lock(mu_);
+    for (v1::Entry& e : *batch.mutable_entries()) entries_.push_back(std::move(e));
+    ++batches_;
+    cv_.notify_all();
+    cv_.wait(lock, [this] { return released_ || cancelled_; });
+    return !cancelled_;
+  }
+  bool cancelled() const override {
+    std::lock_guard lock(mu_);
+    return cancelled_;
+  }
+  void Finish(absl::Status status) override {
+    std::lock_guard lock(mu_);
+    status_ = std::move(status);
+    done_ = true;
+    cv_.notify_all();
+  }
+  // Waits until the read sent its first batch (and stalled in it).
+  bool WaitStalled(Clock::duration timeout) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, timeout, [this] { return batches_ > 0; });
+  }
+  void Release() {
+    std::lock_guard lock(mu_);
+    released_ = true;
+    cv_.notify_all();
+  }
+  // Like gRPC's OnCancel when the stream ends: a Send in progress returns false.
+  void Cancel() {
+    std::lock_guard lock(mu_);
+    cancelled_ = true;
+    cv_.notify_all();
+  }
+  // Waits until the read finished, or until it holds `count` entries.
+  void WaitFor(size_t count, Clock::duration timeout) {
+    std::unique_lock lock(mu_);
+    cv_.wait_for(lock, timeout, [&] { return done_ || entries_.size() >= count; });
+  }
+  std::vector<uint64_t> ids() {
+    std::lock_guard lock(mu_);
+    std::vector<uint64_t> out;
+    for (const v1::Entry& e : entries_) out.push_back(e.entry_id());
+    return out;
+  }
+  std::optional<absl::Status> status() {
+    std::lock_guard lock(mu_);
+    if (!done_) return std::nullopt;
+    return status_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool released_ = false;
+  bool cancelled_ = false;
+  bool done_ = false;
+  int batches_ = 0;
   absl::Status status_;
   std::vector<v1::Entry> entries_;
 };
@@ -135,7 +201,13 @@ class Core : public ::testing::Test {
     writer_ = std::move(*writer);
 
     ReaderOptions reader_options;
+    NewReader(ReaderOptions().read_queue_bytes);
+  }
+
+  void NewReader(size_t read_queue_bytes) {
+    ReaderOptions reader_options;
     reader_options.batch_bytes = 4096;  // many small batches: more hand-offs per read
+    reader_options.read_queue_bytes = read_queue_bytes;
     reader_ = std::make_unique<EntryReader>(properties_, reader_options, meta_.get(), &metrics_,
                                             "core-test");
   }
@@ -171,10 +243,24 @@ class Core : public ::testing::Test {
     return done.get_future().get();
   }
 
+  // Creates namespaces first_id.. first_id+3 and returns two of them that share a slot.
+  std::pair<uint64_t, uint64_t> TwoInOneSlot(uint64_t first_id) {
+    std::map<int32_t, std::vector<uint64_t>> by_partition;
+    for (uint64_t ns = first_id; ns < first_id + 4; ++ns) {
+      auto state = Create(ns);
+      EXPECT_TRUE(state.ok()) << state.status();
+      if (state.ok()) by_partition[state->slot.partition].push_back(ns);
+    }
+    for (const auto& [partition, ids] : by_partition) {
+      if (ids.size() >= 2) return {ids[0], ids[1]};
+    }
+    ADD_FAILURE() << "no two namespaces share a slot";
+    return {0, 0};
+  }
+
   // Starts a read of `ns` from `start`; the caller waits on the sink.
-  std::shared_ptr<CollectingSink> StartRead(uint64_t ns, uint64_t start = 0,
-                                            milliseconds send_delay = milliseconds(0)) {
-    auto sink = std::make_shared<CollectingSink>(send_delay);
+  std::shared_ptr<CollectingSink> StartRead(uint64_t ns, uint64_t start = 0) {
+    auto sink = std::make_shared<CollectingSink>();
     ReadParams params;
     params.namespace_id = ns;
     params.start_entry_id = start;
@@ -374,18 +460,9 @@ TEST_F(Core, ConcurrentAppendsReadsTruncatesAndAcquires) {
 // A read arriving after the slot's scan passed its start joins that scan (which goes back for
 // it) instead of scanning the slot again, and both reads get every entry once, in order.
 TEST_F(Core, AReadJoiningBehindARunningScanGetsEveryEntryOnce) {
-  // Two namespaces of one slot.
-  std::map<int32_t, std::vector<uint64_t>> by_partition;
-  for (uint64_t ns = 1; ns <= 4; ++ns) {
-    auto state = Create(ns);
-    ASSERT_TRUE(state.ok()) << state.status();
-    by_partition[state->slot.partition].push_back(ns);
-  }
-  std::vector<uint64_t> pair;
-  for (const auto& [partition, ids] : by_partition) {
-    if (ids.size() >= 2) pair = {ids[0], ids[1]};
-  }
-  ASSERT_EQ(pair.size(), 2u);
+  const auto [a, b] = TwoInOneSlot(1);
+  ASSERT_NE(a, 0u);
+  const std::vector<uint64_t> pair = {a, b};
   const Slot slot = meta_->Get(pair[0])->slot;
   std::map<uint64_t, std::vector<uint64_t>> acked;
   for (uint64_t seq = 1; seq <= 300; ++seq) {
@@ -400,16 +477,25 @@ TEST_F(Core, AReadJoiningBehindARunningScanGetsEveryEntryOnce) {
     acked[pair[1]].push_back((*ids)[1]);
   }
   const uint64_t scans_before = metrics_.read_scans.load();
-  // The first read's client is slow (2 ms per 4 KiB batch): its scan takes ~150 ms. The second
-  // read starts once the first has entries, so the scan has passed the second one's start.
-  auto slow = StartRead(pair[0], 0, milliseconds(2));
-  const auto deadline = Clock::now() + seconds(30);
-  while (slow->received() == 0 && Clock::now() < deadline) {
+  // The first read follows, so its scan stays. The second read starts once the first has all
+  // its entries, so the scan has passed the second one's start.
+  auto first = std::make_shared<CollectingSink>();
+  ReadParams params;
+  params.namespace_id = pair[0];
+  params.follow = true;
+  params.deadline = Clock::now() + seconds(5);
+  ASSERT_TRUE(reader_->Start(params, first).ok());
+  const auto deadline = Clock::now() + seconds(4);
+  while (first->received() < acked[pair[0]].size() && Clock::now() < deadline) {
     std::this_thread::sleep_for(milliseconds(1));
   }
   auto late = StartRead(pair[1]);
-  for (auto [ns, sink] : {std::pair{pair[0], slow}, std::pair{pair[1], late}}) {
+  for (auto [ns, sink] : {std::pair{pair[0], first}, std::pair{pair[1], late}}) {
     auto entries = sink->Wait(seconds(60));
+    if (ns == pair[0]) {  // the follow read ends at its deadline
+      ASSERT_TRUE(absl::IsDeadlineExceeded(entries.status())) << entries.status();
+      entries = sink->entries();
+    }
     ASSERT_TRUE(entries.ok()) << entries.status();
     std::vector<uint64_t> got;
     for (const v1::Entry& e : *entries) {
@@ -420,6 +506,83 @@ TEST_F(Core, AReadJoiningBehindARunningScanGetsEveryEntryOnce) {
   }
   EXPECT_EQ(metrics_.read_scans.load() - scans_before, 1u);
   EXPECT_GE(metrics_.read_scan_rewinds.load(), 1u);
+}
+
+// One read whose client stops pulling does not hold up the other reads of its slot: it is
+// detached from the shared scan once its queue is full, and carries on by itself (from where it
+// stood, nothing lost or repeated) once its client pulls again.
+TEST_F(Core, AStalledReadDoesNotHoldUpTheOtherReadsOfItsSlot) {
+  NewReader(64 << 10);  // a client 64 KiB behind leaves its scan
+  const auto [a, b] = TwoInOneSlot(1);
+  ASSERT_NE(a, 0u);
+  const Slot slot = meta_->Get(a)->slot;
+  std::vector<uint64_t> acked_a;
+  const std::string big(16 << 10, 'a');
+  for (uint64_t seq = 1; seq <= 64; ++seq) {  // 1 MiB in all, many times the read's queue
+    auto ids = Append({AppendItem{slot, a, big, EntryStamp{0, 1, seq}}});
+    ASSERT_TRUE(ids.ok()) << ids.status();
+    acked_a.push_back((*ids)[0]);
+  }
+  auto b_ids = Append({AppendItem{slot, b, "b", EntryStamp{0, 2, 1}}});
+  ASSERT_TRUE(b_ids.ok()) << b_ids.status();
+
+  // A follow read of `a` that takes its first batch and then stalls.
+  auto stalled = std::make_shared<StallingSink>();
+  ReadParams params;
+  params.namespace_id = a;
+  params.follow = true;
+  params.deadline = Clock::now() + seconds(8);
+  ASSERT_TRUE(reader_->Start(params, stalled).ok());
+  // On any failure below, end the stalled stream as gRPC would, so the reader can shut down.
+  struct CancelAtExit {
+    StallingSink* sink;
+    ~CancelAtExit() { sink->Cancel(); }
+  } cancel_at_exit{stalled.get()};
+  ASSERT_TRUE(stalled->WaitStalled(seconds(10)));
+
+  // Reads of `b` arriving now share the slot's scan; each completes as if alone.
+  for (int i = 0; i < 3; ++i) {
+    const auto started = Clock::now();
+    auto entries = StartRead(b)->Wait(seconds(10));
+    ASSERT_TRUE(entries.ok()) << "read " << i << " of b: " << entries.status();
+    ASSERT_EQ(entries->size(), 1u);
+    EXPECT_EQ((*entries)[0].entry_id(), (*b_ids)[0]);
+    std::cerr << "RESULT stalled: read " << i << " of b took "
+              << std::chrono::duration_cast<milliseconds>(Clock::now() - started).count()
+              << " ms\n";
+  }
+  EXPECT_GE(metrics_.read_scan_detaches.load(), 1u);
+
+  // Once its client pulls again, the stalled read gets every entry once, in order, and (as a
+  // following read) ends at its deadline.
+  stalled->Release();
+  stalled->WaitFor(acked_a.size(), seconds(15));
+  EXPECT_EQ(stalled->ids(), acked_a);
+  stalled->WaitFor(acked_a.size() + 1, seconds(15));
+  ASSERT_TRUE(stalled->status().has_value()) << "the follow read did not end by its deadline";
+  EXPECT_TRUE(absl::IsDeadlineExceeded(*stalled->status())) << *stalled->status();
+}
+
+// A read whose client never pulls again ends by its deadline (gRPC cancels its stream), and
+// the reads of its slot are never held up meanwhile.
+TEST_F(Core, AReadThatNeverPullsAgainEndsWhenItsStreamIsCancelled) {
+  auto state = Create(1);
+  ASSERT_TRUE(state.ok()) << state.status();
+  const std::string big(16 << 10, 'x');
+  for (uint64_t seq = 1; seq <= 64; ++seq) {
+    ASSERT_TRUE(Append({AppendItem{state->slot, 1, big, EntryStamp{0, 1, seq}}}).ok());
+  }
+  auto stalled = std::make_shared<StallingSink>();
+  ReadParams params;
+  params.namespace_id = 1;
+  params.deadline = Clock::now() + seconds(3);
+  ASSERT_TRUE(reader_->Start(params, stalled).ok());
+  ASSERT_TRUE(stalled->WaitStalled(seconds(10)));
+  std::this_thread::sleep_for(seconds(3));
+  stalled->Cancel();  // what gRPC does to a stream at its deadline
+  stalled->WaitFor(1u << 30, seconds(10));
+  ASSERT_TRUE(stalled->status().has_value()) << "the stalled read did not end";
+  EXPECT_FALSE(stalled->status()->ok());
 }
 
 #ifndef WAL_TEST_REAL_KAFKA
