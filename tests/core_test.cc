@@ -39,9 +39,15 @@ using std::chrono::seconds;
 // Collects what a read delivers.
 class CollectingSink final : public ReadSink {
  public:
+  // `delay`: each batch takes this long to send, as for a slow client.
+  explicit CollectingSink(milliseconds delay = milliseconds(0)) : delay_(delay) {}
   bool Send(v1::ReadResponse batch) override {
+    std::this_thread::sleep_for(delay_);
     std::lock_guard lock(mu_);
-    for (v1::Entry& e : *batch.mutable_entries()) entries_.push_back(std::move(e));
+    for (v1::Entry& e : *batch.mutable_entries()) {
+      entries_.push_back(std::move(e));
+      arrived_.push_back(Clock::now());
+    }
     return true;
   }
   bool cancelled() const override { return false; }
@@ -52,6 +58,11 @@ class CollectingSink final : public ReadSink {
   std::vector<v1::Entry> entries() {
     std::lock_guard lock(mu_);
     return entries_;
+  }
+  // When each entry was handed to the client.
+  std::vector<Clock::time_point> arrived() {
+    std::lock_guard lock(mu_);
+    return arrived_;
   }
   void Finish(absl::Status status) override {
     {
@@ -72,11 +83,13 @@ class CollectingSink final : public ReadSink {
   }
 
  private:
+  const milliseconds delay_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool done_ = false;
   absl::Status status_;
   std::vector<v1::Entry> entries_;
+  std::vector<Clock::time_point> arrived_;
 };
 
 // A client that takes one batch, then stops pulling until Release() (a paused
@@ -561,6 +574,51 @@ TEST_F(Core, AStalledReadDoesNotHoldUpTheOtherReadsOfItsSlot) {
   stalled->WaitFor(acked_a.size() + 1, seconds(15));
   ASSERT_TRUE(stalled->status().has_value()) << "the follow read did not end by its deadline";
   EXPECT_TRUE(absl::IsDeadlineExceeded(*stalled->status())) << *stalled->status();
+}
+
+// A follower deep in its backlog stops delivering entries below a truncation within a second of
+// the truncation, and goes on with the entries above it.
+TEST_F(Core, ASlowFollowerStopsDeliveringWhatWasTruncated) {
+  auto state = Create(1);
+  ASSERT_TRUE(state.ok()) << state.status();
+  const std::string data(2 << 10, 'f');
+  std::vector<uint64_t> acked;
+  for (uint64_t seq = 1; seq <= 1000; seq += 100) {
+    std::vector<AppendItem> items;
+    for (uint64_t i = 0; i < 100; ++i) {
+      items.push_back(AppendItem{state->slot, 1, data, EntryStamp{0, 1, seq + i}});
+    }
+    auto ids = Append(std::move(items));
+    ASSERT_TRUE(ids.ok()) << ids.status();
+    acked.insert(acked.end(), ids->begin(), ids->end());
+  }
+  // 4 KiB batches of 2 entries, 20 ms each: the whole backlog would take 10 s.
+  auto follower = std::make_shared<CollectingSink>(milliseconds(20));
+  ReadParams params;
+  params.namespace_id = 1;
+  params.follow = true;
+  params.deadline = Clock::now() + seconds(6);
+  ASSERT_TRUE(reader_->Start(params, follower).ok());
+  const auto wait_until = Clock::now() + seconds(5);
+  while (follower->received() < 10 && Clock::now() < wait_until) {
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+  const uint64_t cut = acked[800];
+  ASSERT_TRUE(meta_->Truncate(1, static_cast<int64_t>(cut), Deadline()).ok());
+  const auto truncated_at = Clock::now();
+  EXPECT_TRUE(absl::IsDeadlineExceeded(follower->Wait(seconds(20)).status()));
+
+  const std::vector<v1::Entry> entries = follower->entries();
+  const std::vector<Clock::time_point> arrived = follower->arrived();
+  int below_cut_late = 0;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    if (entries[i].entry_id() < cut && arrived[i] > truncated_at + seconds(1)) ++below_cut_late;
+  }
+  EXPECT_EQ(below_cut_late, 0);
+  ASSERT_FALSE(entries.empty());
+  EXPECT_EQ(entries.back().entry_id(), acked.back()) << "the follower did not reach the end";
+  std::cerr << "RESULT truncation: " << entries.size() << " entries delivered, " << below_cut_late
+            << " below the cut more than 1 s after it\n";
 }
 
 // A read whose client never pulls again ends by its deadline (gRPC cancels its stream), and
