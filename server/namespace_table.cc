@@ -15,8 +15,9 @@ std::vector<Fence> FencesOf(const NamespaceRecord& r) {
 }
 
 // Adds `more` to `fences` (one fence per epoch), keeps them in offset order, and drops those
-// below `truncated_before` except the last: a read never starts below truncated_before, and
-// needs only the highest epoch fenced before its start.
+// below `truncated_before` except the one of the highest epoch: a read never starts below
+// truncated_before, and needs only the highest epoch fenced before its start. (Fences of two
+// acquisitions through different servers can land out of epoch order.)
 void MergeFences(const std::vector<Fence>& more, int64_t truncated_before,
                  std::vector<Fence>* fences) {
   for (const Fence& f : more) {
@@ -28,8 +29,16 @@ void MergeFences(const std::vector<Fence>& more, int64_t truncated_before,
     return std::make_pair(a.offset, a.epoch) < std::make_pair(b.offset, b.epoch);
   });
   size_t below = 0;
-  while (below < fences->size() && (*fences)[below].offset < truncated_before) ++below;
-  if (below > 1) fences->erase(fences->begin(), fences->begin() + (below - 1));
+  size_t highest = 0;  // among those below
+  while (below < fences->size() && (*fences)[below].offset < truncated_before) {
+    if ((*fences)[below].epoch >= (*fences)[highest].epoch) highest = below;
+    ++below;
+  }
+  if (below > 1) {
+    const Fence keep = (*fences)[highest];
+    fences->erase(fences->begin(), fences->begin() + below);
+    fences->insert(fences->begin(), keep);
+  }
 }
 
 // Whether `r` alone would rebuild `state` (what compaction may leave of a key).

@@ -195,5 +195,21 @@ TEST(NamespaceTable, FencesMergeAndOnlyTheLastBelowTruncationIsKept) {
   EXPECT_EQ(state->FencedEpochBefore(250), 2u);
 }
 
+// Fences whose records land out of epoch order (acquisitions through two servers): after a
+// truncation past both, a read starting there must still ignore the epochs below the highest.
+TEST(NamespaceTable, TruncationKeepsTheHighestEpochFencedBeforeIt) {
+  NamespaceTable table(ThreeSlots());
+  table.Apply(1, Record(NamespaceRecord::CREATE, {"w_0", 0}, 0), 0);
+  NamespaceState state = *table.Get(1);
+  state.epoch = 3;
+  state.fences = {Fence{3, 10}};
+  table.Apply(1, MakeRecord(NamespaceRecord::FENCE, state, "a"), 1);
+  state.fences = {Fence{2, 20}};  // epoch 2's fence, written later by a server behind
+  table.Apply(1, MakeRecord(NamespaceRecord::FENCE, state, "b"), 2);
+  EXPECT_EQ(table.Get(1)->FencedEpochBefore(30), 3u);
+  table.Apply(1, Record(NamespaceRecord::TRUNCATE, {"w_0", 0}, 0, 30), 3);
+  EXPECT_EQ(table.Get(1)->FencedEpochBefore(30), 3u);
+}
+
 }  // namespace
 }  // namespace wal
