@@ -141,7 +141,9 @@ void MetaStore::ApplyMessageLocked(const rd_kafka_message_t& msg) {
   next_offset_ = std::max(next_offset_, msg.offset + 1);
   tail_error_.clear();
   const absl::string_view key(static_cast<const char*>(msg.key), msg.key ? msg.key_len : 0);
-  if (absl::StartsWith(key, kPruneKeyPrefix)) {
+  // A namespace's key is exactly 8 bytes, which may happen to spell "prune/"; the pruner's are
+  // longer.
+  if (key.size() != 8 && absl::StartsWith(key, kPruneKeyPrefix)) {
     meta::v1::SlotRecord slot;
     if (msg.payload == nullptr || !slot.ParseFromArray(msg.payload, static_cast<int>(msg.len)) ||
         slot.version() != 1) {

@@ -22,6 +22,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "server/codec.h"
 #include "server/entry_reader.h"
 #include "server/entry_writer.h"
 #include "server/kafka.h"
@@ -574,6 +575,22 @@ TEST_F(Core, AStalledReadDoesNotHoldUpTheOtherReadsOfItsSlot) {
   stalled->WaitFor(acked_a.size() + 1, seconds(15));
   ASSERT_TRUE(stalled->status().has_value()) << "the follow read did not end by its deadline";
   EXPECT_TRUE(absl::IsDeadlineExceeded(*stalled->status())) << *stalled->status();
+}
+
+// A namespace id whose 8 key bytes spell "prune/.." is a namespace like any other, not a record
+// of the pruner (whose keys are longer).
+TEST_F(Core, ANamespaceWhoseKeyBeginsLikeAPruneRecordCanBeCreated) {
+  constexpr uint64_t kId = 0x7072756e652f0001;  // "prune/\0\1"
+  ASSERT_EQ(EncodeKey(kId).substr(0, 6), "prune/");
+  auto state = Create(kId);
+  ASSERT_TRUE(state.ok()) << state.status();
+  ASSERT_TRUE(meta_->Get(kId).has_value());
+  auto ids = Append({AppendItem{state->slot, kId, "x", EntryStamp{}}});
+  ASSERT_TRUE(ids.ok()) << ids.status();
+  auto entries = StartRead(kId)->Wait(seconds(30));
+  ASSERT_TRUE(entries.ok()) << entries.status();
+  ASSERT_EQ(entries->size(), 1u);
+  EXPECT_EQ((*entries)[0].data(), "x");
 }
 
 // A follower deep in its backlog stops delivering entries below a truncation within a second of
