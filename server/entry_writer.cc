@@ -182,6 +182,7 @@ void EntryWriter::Append(std::vector<AppendItem> items, steady_clock::time_point
   for (size_t i = 0, r = 0; i < items.size(); r += encoded[i].size(), ++i) first_record[i] = r;
 
   int unsent = 0;
+  int produced = 0;  // records handed to librdkafka
   bool failed = false;
   for (auto& [owner, indexes] : by_producer) {
     std::lock_guard<std::mutex> lock(owner->produce_mu);
@@ -210,9 +211,19 @@ void EntryWriter::Append(std::vector<AppendItem> items, steady_clock::time_point
         absl::Status s = owner->producer->Produce(items[i].slot.topic, items[i].slot.partition, key,
                                                   record.value, &record);
         if (!s.ok()) {
+          // RESOURCE_EXHAUSTED promises that nothing was written; once some records of the
+          // call are on their way, the caller can only be told to retry with its sequences.
+          if (absl::IsResourceExhausted(s) && produced > 0) {
+            s = absl::UnavailableError(
+                absl::StrCat(s.message(),
+                             "; part of the append may have been written, retry it with the "
+                             "same sequences"));
+          }
           call->Fail(std::move(s));
           failed = true;
           ++unsent;
+        } else {
+          ++produced;
         }
       }
     }

@@ -21,6 +21,7 @@
 #include <random>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "server/codec.h"
 #include "server/entry_reader.h"
@@ -661,6 +662,33 @@ TEST_F(Core, AReadThatNeverPullsAgainEndsWhenItsStreamIsCancelled) {
 }
 
 #ifndef WAL_TEST_REAL_KAFKA
+// librdkafka's queue fills up in the middle of an append: the records before are on their way,
+// so the call must not answer RESOURCE_EXHAUSTED (which promises nothing was written).
+TEST_F(Core, AQueueFullMidAppendIsNotResourceExhausted) {
+  auto state = Create(1);
+  ASSERT_TRUE(state.ok()) << state.status();
+  KafkaProperties small_queue = properties_;
+  small_queue["queue.buffering.max.messages"] = "3";
+  small_queue["linger.ms"] = "1000";  // the records stay queued
+  WriterOptions options;
+  options.producers = 1;
+  options.topics = {topic_};
+  auto writer = EntryWriter::Create(small_queue, options, "queue-full");
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  auto append = [&](int entries) {
+    std::vector<AppendItem> items;
+    for (int i = 0; i < entries; ++i) items.push_back(AppendItem{state->slot, 1, "e", {}});
+    std::promise<absl::Status> done;
+    (*writer)->Append(std::move(items), Deadline(), [&](absl::StatusOr<std::vector<uint64_t>> ids) {
+      done.set_value(ids.status());
+    });
+    return done.get_future().get();
+  };
+  const absl::Status partly = append(5);  // 3 queued, the 4th refused
+  EXPECT_TRUE(absl::IsUnavailable(partly)) << partly;
+  EXPECT_TRUE(absl::StrContains(partly.message(), "same sequences")) << partly;
+}
+
 // A fatal idempotent-producer error with a record still queued: the next append replaces the
 // producer, the queued append fails with UNAVAILABLE (its outcome is known: never written), and
 // the next one is written by the new producer.
