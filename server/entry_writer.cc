@@ -124,6 +124,14 @@ EntryWriter::~EntryWriter() {
   timer_thread_.join();
 }
 
+void EntryWriter::FailPending() {
+  failing_.store(true);
+  for (auto& p : producers_) {
+    std::lock_guard<std::mutex> lock(p->produce_mu);
+    p->producer->Purge();
+  }
+}
+
 std::vector<const Producer*> EntryWriter::producers() const {
   std::vector<const Producer*> out;
   for (const auto& p : producers_) {
@@ -186,6 +194,10 @@ void EntryWriter::Append(std::vector<AppendItem> items, steady_clock::time_point
   bool failed = false;
   for (auto& [owner, indexes] : by_producer) {
     std::lock_guard<std::mutex> lock(owner->produce_mu);
+    if (failing_.load() && !failed) {
+      call->Fail(absl::UnavailableError("walserver is shutting down; nothing was written"));
+      failed = true;
+    }
     if (owner->producer->fatal() && !failed) {
       const size_t index =
           std::find_if(producers_.begin(), producers_.end(),

@@ -58,6 +58,11 @@ class EntryWriter {
   void Append(std::vector<AppendItem> items, std::chrono::steady_clock::time_point deadline,
               Callback done);
 
+  // For shutdown: fails the records waiting in the producers (their calls answer UNAVAILABLE,
+  // retry-safe with the same sequences) and every later Append, so that no call waits on an
+  // unreachable Kafka any longer.
+  void FailPending();
+
   // The producers of the pool, for metrics.
   std::vector<const Producer*> producers() const;
   // Producers replaced after a fatal error.
@@ -91,6 +96,7 @@ class EntryWriter {
   std::vector<std::unique_ptr<Producer>> retired_;
   std::atomic<uint64_t> replacements_{0};
   std::atomic<uint64_t> next_nonce_{0};
+  std::atomic<bool> failing_{false};  // FailPending() was called
 
   std::mutex timer_mu_;
   std::condition_variable timer_cv_;

@@ -105,6 +105,15 @@ MetaStore::~MetaStore() {
   if (tail_thread_.joinable()) tail_thread_.join();
 }
 
+void MetaStore::FailPending() {
+  {
+    std::lock_guard lock(mu_);
+    failing_.store(true);
+  }
+  applied_.notify_all();
+  producer_->Purge();
+}
+
 void MetaStore::TailLoop() {
   while (!stop_.load()) {
     Message msg = consumer_->Poll(100);
@@ -171,7 +180,12 @@ void MetaStore::ApplyMessageLocked(const rd_kafka_message_t& msg) {
 
 absl::Status MetaStore::WaitApplied(int64_t offset, Clock::time_point deadline) {
   std::unique_lock lock(mu_);
-  if (!applied_.wait_until(lock, deadline, [&] { return next_offset_ > offset; })) {
+  applied_.wait_until(lock, deadline, [&] { return next_offset_ > offset || failing_.load(); });
+  if (next_offset_ <= offset) {
+    if (failing_.load()) {
+      return absl::DeadlineExceededError(
+          "walserver is shutting down; the change is in the metadata topic and takes effect");
+    }
     return absl::UnavailableError(absl::StrCat("the metadata topic was not read up to offset ",
                                                offset, " in time (read up to ", next_offset_,
                                                tail_error_.empty() ? "" : "; " + tail_error_, ")"));
@@ -187,6 +201,7 @@ absl::StatusOr<int64_t> MetaStore::ProduceAndApply(uint64_t namespace_id,
 
 absl::StatusOr<int64_t> MetaStore::ProduceAndApply(const std::string& key, std::string value,
                                                    Clock::time_point deadline) {
+  if (failing_.load()) return absl::UnavailableError("walserver is shutting down");
   auto [delivery, result] = PromiseDelivery::New(std::move(value));
   if (absl::Status s = producer_->Produce(options_.topic, 0, key, delivery->value(), delivery);
       !s.ok()) {

@@ -38,6 +38,9 @@ class MetaStore {
                                                          std::vector<Slot> slots,
                                                          MetaOptions options);
   ~MetaStore();
+  // For shutdown: fails the records waiting in the producer and every call waiting on one, and
+  // refuses new changes, so that no call waits on an unreachable Kafka any longer.
+  void FailPending();
 
   // Returns the namespace and whether this call created it. `slot_end` gives the current end
   // offset of a slot (the new namespace's start_offset). Blocks until the record is read back.
@@ -115,6 +118,7 @@ class MetaStore {
   std::map<std::pair<std::string, int32_t>, int64_t> pruned_before_ ABSL_GUARDED_BY(mu_);
 
   std::atomic<bool> stop_{false};
+  std::atomic<bool> failing_{false};  // FailPending() was called
   std::thread tail_thread_;
 };
 

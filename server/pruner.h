@@ -27,13 +27,22 @@ class Pruner {
   // Prunes `slots` every `interval` (with jitter) through `admin`.
   Pruner(MetaStore* meta, rd_kafka_t* admin, std::vector<Slot> slots,
          std::chrono::milliseconds interval, Metrics* metrics);
-  ~Pruner();  // stops after the round in progress
+  ~Pruner();  // Stop(), then waits for the step in progress (at most kStepTimeout)
+
+  // Asks the pruner to stop without waiting: the round in progress ends after its current step,
+  // so that shutdown never waits on Kafka for more than one step.
+  void Stop();
 
   // One round over every slot; returns the first error (the other slots are still tried).
   absl::Status RunOnce();
 
+  // A round's whole budget, and the most any one Kafka query of it may take.
+  static constexpr std::chrono::milliseconds kRoundTimeout{30000};
+  static constexpr std::chrono::milliseconds kStepTimeout{5000};
+
  private:
   void Loop();
+  bool stopping();
 
   MetaStore* const meta_;
   rd_kafka_t* const admin_;

@@ -2,10 +2,13 @@
 
 #include <unistd.h>
 
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <sstream>
+#include <thread>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -314,15 +317,42 @@ void WalServer::AddCollectors() {
 WalServer::~WalServer() { Shutdown(); }
 
 void WalServer::Shutdown(std::chrono::milliseconds grace) {
-  pruner_.reset();
+  // The pruner's step in progress (bounded) ends while the calls finish.
+  if (pruner_) pruner_->Stop();
   http_.reset();
   // Reads end at once (a following read would otherwise hold the grace period); appends in
   // flight finish within it and reach their callers.
   if (reader_) reader_->Stop();
+  const auto fail_pending = [this] {
+    if (writer_) writer_->FailPending();
+    if (meta_) meta_->FailPending();
+  };
   if (server_) {
+    // gRPC's Shutdown waits for every call to finish. Calls still waiting on Kafka when the
+    // grace ends (it may be unreachable) are failed, so that shutdown never waits longer.
+    std::mutex mu;
+    std::condition_variable cv;
+    bool finished = false;
+    std::thread watchdog([&] {
+      std::unique_lock<std::mutex> lock(mu);
+      if (cv.wait_for(lock, grace, [&] { return finished; })) return;
+      lock.unlock();
+      spdlog::warn("shutdown: failing the calls still waiting on Kafka after {} ms", grace.count());
+      fail_pending();
+    });
     server_->Shutdown(std::chrono::system_clock::now() + grace);
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      finished = true;
+    }
+    cv.notify_all();
+    watchdog.join();
     server_.reset();
   }
+  pruner_.reset();
+  // No call waits on Kafka any more; what the producers still hold belongs to calls that were
+  // answered already (the outcome unknown to them), so it is dropped rather than waited for.
+  fail_pending();
   service_.reset();
   health_.reset();
   reader_.reset();

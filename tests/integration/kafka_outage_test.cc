@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "tests/support/test_util.h"
 
@@ -75,6 +76,33 @@ TEST(KafkaOutage, CallsFailFastWhileKafkaIsDownAndRecoverWithoutRestart) {
   EXPECT_EQ(all->front().entry_id(), (*before)[0]);
   EXPECT_EQ(all->back().data(), "after");
   EXPECT_EQ(all->back().entry_id(), (*after)[0]);
+}
+
+// SIGTERM while Kafka is unreachable: walserver exits within 10 s (its 5 s grace for calls plus
+// closing its Kafka clients), with a pruning pass and an append waiting on Kafka at the time.
+TEST(KafkaOutage, SigtermWhileKafkaIsDownExitsWithinTenSeconds) {
+  OwnBroker broker;
+  ASSERT_TRUE(broker.Run("start"));
+  std::vector<std::string> args = KafkaServerArgs(broker.Bootstrap(), UniqueName("sigterm"));
+  args.push_back("--prune_interval_ms=300");  // a pass is under way when Kafka goes
+  auto server = ServerProcess::Start(args);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto client = Connect((*server)->address(), seconds(10));
+  ASSERT_TRUE(client->CreateNamespace(1).ok());
+  ASSERT_TRUE(client->Append(1, {"before"}).ok());
+
+  ASSERT_TRUE(broker.Run("stop"));
+  // An append that waits for Kafka until walserver goes.
+  std::thread waiting([&] { (void)client->Append(1, {"during"}); });
+  std::this_thread::sleep_for(seconds(1));
+  const auto t0 = Clock::now();
+  const int exit_code = (*server)->Stop();
+  const auto took = Clock::now() - t0;
+  waiting.join();
+  std::cerr << "RESULT sigterm with Kafka down: exit " << exit_code << " after "
+            << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms\n";
+  EXPECT_EQ(exit_code, 0);
+  EXPECT_LT(took, seconds(10));
 }
 
 }  // namespace
