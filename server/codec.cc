@@ -34,9 +34,18 @@ void PutHeader(const RecordHeader& h, char* out) {
   PutBigEndian(h.stamp.epoch, 8, out + 28);
   PutBigEndian(h.stamp.writer_id, 8, out + 36);
   PutBigEndian(h.stamp.sequence, 8, out + 44);
+  PutBigEndian(h.source.session, 8, out + 52);
+  PutBigEndian(h.source.origin, 8, out + 60);
+  PutBigEndian(static_cast<uint64_t>(h.source.created_ms), 8, out + 68);
 }
 
 }  // namespace
+
+uint64_t OriginOf(std::string_view name) {
+  uint64_t hash = 0xcbf29ce484222325ull;
+  for (char c : name) hash = (hash ^ static_cast<uint8_t>(c)) * 0x100000001b3ull;
+  return hash == 0 ? 1 : hash;
+}
 
 std::string EncodeKey(uint64_t namespace_id) {
   std::string key(8, '\0');
@@ -99,10 +108,11 @@ uint32_t EntryCrc(std::string_view data) {
 }
 
 std::vector<std::string> EncodeEntry(std::string_view data, uint64_t nonce, size_t max_record_bytes,
-                                     const EntryStamp& stamp) {
+                                     const EntryStamp& stamp, const RecordSource& source) {
   const size_t chunk_bytes = max_record_bytes - kRecordHeaderBytes;
   RecordHeader header;
   header.stamp = stamp;
+  header.source = source;
   header.entry_crc = EntryCrc(data);
   header.entry_bytes = data.size();
   header.entry_nonce = nonce;
@@ -128,8 +138,9 @@ std::vector<std::string> EncodeEntry(std::string_view data, uint64_t nonce, size
   return records;
 }
 
-std::string EncodeFence(uint64_t epoch) {
+std::string EncodeFence(uint64_t epoch, const RecordSource& source) {
   RecordHeader header;
+  header.source = source;
   header.kind = RecordKind::kFence;
   header.entry_crc = EntryCrc({});
   header.stamp.epoch = epoch;
@@ -159,10 +170,15 @@ absl::StatusOr<DecodedRecord> DecodeRecord(std::string_view value) {
   record.header.entry_bytes = GetBigEndian(value.data() + 8, 8);
   record.header.entry_nonce = GetBigEndian(value.data() + 16, 8);
   record.header.chunk_index = static_cast<uint32_t>(GetBigEndian(value.data() + 24, 4));
-  if (header_bytes >= kRecordHeaderBytes) {
+  if (header_bytes >= kStampedRecordHeaderBytes) {
     record.header.stamp.epoch = GetBigEndian(value.data() + 28, 8);
     record.header.stamp.writer_id = GetBigEndian(value.data() + 36, 8);
     record.header.stamp.sequence = GetBigEndian(value.data() + 44, 8);
+  }
+  if (header_bytes >= kRecordHeaderBytes) {
+    record.header.source.session = GetBigEndian(value.data() + 52, 8);
+    record.header.source.origin = GetBigEndian(value.data() + 60, 8);
+    record.header.source.created_ms = static_cast<int64_t>(GetBigEndian(value.data() + 68, 8));
   }
   record.payload = value.substr(header_bytes);
   return record;
@@ -175,6 +191,7 @@ void EntryAssembler::Add(int64_t offset, std::string_view value, std::vector<Ass
     return;
   }
   const RecordHeader& h = record->header;
+  DropTorn(h, out);
   switch (h.kind) {
     case RecordKind::kFence:
       // Entries completed from here on must be of this epoch or later. (One that started
@@ -247,9 +264,49 @@ void EntryAssembler::Complete(int64_t first_offset, const RecordHeader& header, 
     Release(out);
     return;
   }
+  ready_bytes_ += data.size();
   ready_.emplace(first_offset, AssembledEntry{static_cast<uint64_t>(first_offset), std::move(data),
                                               header.stamp});
   Release(out);
+}
+
+EntryAssembler::Fate EntryAssembler::FateOf(const Partial& p, const RecordHeader& next) const {
+  const RecordSource& mine = p.header.source;
+  const RecordSource& theirs = next.source;
+  if (next.kind == RecordKind::kFence && next.stamp.epoch > p.header.stamp.epoch) {
+    return Fate::kFenced;  // it could never be read
+  }
+  if (mine.session != 0 && theirs.session == mine.session) {
+    // One process produces an entry's chunks back to back and in order.
+    const bool next_chunk =
+        next.entry_nonce == p.header.entry_nonce && next.chunk_index == p.next_chunk;
+    return next_chunk ? Fate::kMayComplete : Fate::kTorn;
+  }
+  if (mine.origin != 0 && theirs.origin == mine.origin && theirs.session != 0 &&
+      theirs.session != mine.session) {
+    return Fate::kTorn;  // its writer restarted
+  }
+  if (mine.created_ms != 0 && theirs.created_ms - mine.created_ms > torn_after_ms_) {
+    return Fate::kTorn;  // its writer's producer gave up on the missing chunks long ago
+  }
+  // Entries complete behind it are held back; that wait is bounded.
+  return ready_bytes_ > 2 * max_entry_bytes_ ? Fate::kTorn : Fate::kMayComplete;
+}
+
+void EntryAssembler::DropTorn(const RecordHeader& next, std::vector<AssembledEntry>* out) {
+  bool dropped = false;
+  for (auto it = partials_.begin(); it != partials_.end();) {
+    const Fate fate = FateOf(it->second, next);
+    if (fate == Fate::kMayComplete) {
+      ++it;
+      continue;
+    }
+    ++(fate == Fate::kTorn ? torn_ : fenced_);
+    buffered_bytes_ -= it->second.data.size();
+    it = partials_.erase(it);
+    dropped = true;
+  }
+  if (dropped) Release(out);
 }
 
 bool EntryAssembler::FirstCopy(const EntryStamp& stamp) {
@@ -285,6 +342,7 @@ void EntryAssembler::Release(std::vector<AssembledEntry>* out) {
     oldest_partial = std::min(oldest_partial, p.first_offset);
   while (!ready_.empty() && ready_.begin()->first < oldest_partial) {
     auto node = ready_.extract(ready_.begin());
+    ready_bytes_ -= node.mapped().data.size();
     if (!FirstCopy(node.mapped().stamp)) {
       ++duplicates_;
       continue;

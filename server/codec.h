@@ -15,12 +15,25 @@
 //       28    8 writer epoch of the entry (0: the writer never acquired the namespace)
 //       36    8 writer id (0: none)
 //       44    8 sequence of the entry for its writer and namespace (0: none)
+//       52    8 session: random per walserver process (0: unknown)
+//       60    8 origin: hash of the walserver's --name, the same across its restarts (0: unknown)
+//       68    8 wall-clock time the entry was encoded, ms since the Unix epoch (0: unknown)
 //
-// Records written before the fields at 28..51 existed have a 28-byte header; they read as zero.
+// Records written before the fields at 28..51 (or 52..75) existed have a 28-byte (52-byte)
+// header; the missing fields read as zero.
 // An entry that fits one record is Full; a larger one is First, Middle..., Last, produced back to
 // back through the one producer that owns the slot. A Fence record (kind 5, no payload) marks
 // where AcquireNamespace raised the namespace's epoch: later records of a lower epoch are not the
 // namespace's.
+//
+// Torn entries. A split entry whose writer died, was purged or failed part-way never gets its
+// Last record. The assembler gives it up (counted in torn()) as soon as the namespace's records
+// show it can never complete: a later record of the same session that is not its next chunk
+// (one process produces an entry's chunks back to back, in order), a record of the same origin
+// from another session (the writer restarted), a fence of a higher epoch (it could never be
+// read anyway), a record encoded more than `torn_after_ms` after its first chunk (its writer's
+// producer gives up on a record after the append timeout), or complete entries waiting behind
+// it of more than twice the largest entry size.
 #pragma once
 
 #include <cstddef>
@@ -38,8 +51,9 @@ namespace wal {
 enum class RecordKind : uint8_t { kFull = 1, kFirst = 2, kMiddle = 3, kLast = 4, kFence = 5 };
 
 inline constexpr uint8_t kRecordFormatVersion = 1;
-inline constexpr size_t kRecordHeaderBytes = 52;
-inline constexpr size_t kMinRecordHeaderBytes = 28;  // the first layout, still readable
+inline constexpr size_t kRecordHeaderBytes = 76;
+inline constexpr size_t kStampedRecordHeaderBytes = 52;  // the second layout, still readable
+inline constexpr size_t kMinRecordHeaderBytes = 28;      // the first layout, still readable
 
 // Who wrote an entry: carried by each of its records.
 struct EntryStamp {
@@ -48,6 +62,16 @@ struct EntryStamp {
   uint64_t sequence = 0;
 };
 
+// Which process wrote a record, and when: lets readers see that a split entry was torn.
+struct RecordSource {
+  uint64_t session = 0;
+  uint64_t origin = 0;
+  int64_t created_ms = 0;
+};
+
+// A stable 64-bit hash of a walserver's name (FNV-1a), never 0.
+uint64_t OriginOf(std::string_view name);
+
 struct RecordHeader {
   RecordKind kind = RecordKind::kFull;
   uint32_t entry_crc = 0;
@@ -55,6 +79,7 @@ struct RecordHeader {
   uint64_t entry_nonce = 0;
   uint32_t chunk_index = 0;
   EntryStamp stamp;
+  RecordSource source;
 };
 
 struct DecodedRecord {
@@ -73,9 +98,9 @@ uint32_t EntryCrc(std::string_view data);
 // Splits `data` into record values of at most `max_record_bytes` each (header included).
 // `max_record_bytes` must exceed kRecordHeaderBytes.
 std::vector<std::string> EncodeEntry(std::string_view data, uint64_t nonce, size_t max_record_bytes,
-                                     const EntryStamp& stamp = {});
+                                     const EntryStamp& stamp = {}, const RecordSource& source = {});
 // The fence record of `epoch`.
-std::string EncodeFence(uint64_t epoch);
+std::string EncodeFence(uint64_t epoch, const RecordSource& source = {});
 
 // Decodes one record value. Errors (unknown version or kind, short value) mean the record is not
 // ours to read; the caller skips and counts it.
@@ -99,8 +124,13 @@ struct AssembledEntry {
 // returned; the others are counted in duplicates().
 class EntryAssembler {
  public:
-  explicit EntryAssembler(uint64_t max_entry_bytes, uint64_t min_epoch = 0)
-      : max_entry_bytes_(max_entry_bytes), min_epoch_(min_epoch) {}
+  // A torn entry is given up at the latest when a record encoded `torn_after_ms` after its
+  // first chunk arrives: the writers' append timeout plus a margin for their clocks.
+  static constexpr int64_t kDefaultTornAfterMs = 60000;
+
+  explicit EntryAssembler(uint64_t max_entry_bytes, uint64_t min_epoch = 0,
+                          int64_t torn_after_ms = kDefaultTornAfterMs)
+      : max_entry_bytes_(max_entry_bytes), min_epoch_(min_epoch), torn_after_ms_(torn_after_ms) {}
 
   // Feeds the record at `offset`; appends the entries that became ready to `out`.
   void Add(int64_t offset, std::string_view value, std::vector<AssembledEntry>* out);
@@ -127,9 +157,14 @@ class EntryAssembler {
   void Release(std::vector<AssembledEntry>* out);
   // True the first time a (writer, sequence) is seen.
   bool FirstCopy(const EntryStamp& stamp);
+  // Gives up on the incomplete entries that `next` (the record after them) shows to be torn.
+  void DropTorn(const RecordHeader& next, std::vector<AssembledEntry>* out);
+  enum class Fate { kMayComplete, kTorn, kFenced };
+  Fate FateOf(const Partial& p, const RecordHeader& next) const;
 
   uint64_t max_entry_bytes_;
   uint64_t min_epoch_;
+  int64_t torn_after_ms_;
   std::map<uint64_t, Partial> partials_;     // by nonce
   std::map<int64_t, AssembledEntry> ready_;  // complete, held back; by entry id
   // Sequences seen per writer id, as disjoint closed ranges (first -> last): retries and
@@ -140,6 +175,7 @@ class EntryAssembler {
   uint64_t duplicates_ = 0;
   uint64_t torn_ = 0;
   size_t buffered_bytes_ = 0;
+  size_t ready_bytes_ = 0;  // in ready_
 };
 
 }  // namespace wal

@@ -108,6 +108,10 @@ absl::StatusOr<std::unique_ptr<EntryWriter>> EntryWriter::Create(const KafkaProp
   // Nonces tie the chunks of one entry together; a random base keeps two servers (or two runs
   // of one) apart.
   writer->next_nonce_ = std::random_device{}() * uint64_t{0x9e3779b97f4a7c15};
+  // Readers tell a torn split entry by the session and origin of the records after it.
+  std::random_device random;
+  writer->source_.session = (uint64_t{random()} << 32 | random()) | 1;
+  writer->source_.origin = OriginOf(name);
   writer->timer_thread_ = std::thread([w = writer.get()] { w->TimerLoop(); });
   return writer;
 }
@@ -165,12 +169,16 @@ void EntryWriter::Append(std::vector<AppendItem> items, steady_clock::time_point
   size_t total = 0;
   std::vector<std::vector<std::string>> encoded;
   encoded.reserve(items.size());
+  RecordSource source = source_;
+  source.created_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
   for (const AppendItem& item : items) {
     if (item.fence) {
-      encoded.push_back({EncodeFence(item.stamp.epoch)});
+      encoded.push_back({EncodeFence(item.stamp.epoch, source)});
     } else {
-      encoded.push_back(
-          EncodeEntry(item.data, next_nonce_.fetch_add(1), options_.max_record_bytes, item.stamp));
+      encoded.push_back(EncodeEntry(item.data, next_nonce_.fetch_add(1), options_.max_record_bytes,
+                                    item.stamp, source));
     }
     total += encoded.back().size();
   }

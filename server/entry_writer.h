@@ -97,6 +97,7 @@ class EntryWriter {
   std::atomic<uint64_t> replacements_{0};
   std::atomic<uint64_t> next_nonce_{0};
   std::atomic<bool> failing_{false};  // FailPending() was called
+  RecordSource source_;               // session and origin of every record written
 
   std::mutex timer_mu_;
   std::condition_variable timer_cv_;

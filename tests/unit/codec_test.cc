@@ -161,7 +161,7 @@ TEST(Codec, IncompleteEntryAtTheEndIsNeverReturned) {
 TEST(Codec, InterleavedWritersComeOutInIdOrder) {
   // Entry A (3 chunks) starts at offset 0; entry B (Full) lands at offset 1, between A's chunks.
   const std::string a_data = RandomBytes(400, 7);
-  auto a_records = EncodeEntry(a_data, 100, 200);
+  auto a_records = EncodeEntry(a_data, 100, kRecordHeaderBytes + 150);
   ASSERT_EQ(a_records.size(), 3u);
   auto b_records = EncodeEntry("bee", 200, 200);
   EntryAssembler a(1 << 20);
@@ -239,6 +239,101 @@ TEST(Codec, RecordsWithTheFirst28ByteHeaderStillDecode) {
   EXPECT_EQ(out[0].data, "old");
   EXPECT_EQ(out[0].stamp.epoch, 0u);
   EXPECT_EQ(out[0].stamp.writer_id, 0u);
+}
+
+TEST(Codec, RecordsWithThe52ByteHeaderStillDecode) {
+  std::string record = EncodeEntry("stamped", 5, 1000, {3, 4, 5}, {6, 7, 8})[0];
+  record.erase(kStampedRecordHeaderBytes, kRecordHeaderBytes - kStampedRecordHeaderBytes);
+  record[2] = 0;
+  record[3] = static_cast<char>(kStampedRecordHeaderBytes);
+  auto decoded = DecodeRecord(record);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(decoded->payload, "stamped");
+  EXPECT_EQ(decoded->header.stamp.sequence, 5u);
+  EXPECT_EQ(decoded->header.source.session, 0u);
+  EXPECT_EQ(decoded->header.source.created_ms, 0);
+}
+
+TEST(Codec, SourceRoundTrips) {
+  auto decoded = DecodeRecord(EncodeEntry("x", 1, 1000, {}, {11, 12, 1700000000123})[0]);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(decoded->header.source.session, 11u);
+  EXPECT_EQ(decoded->header.source.origin, 12u);
+  EXPECT_EQ(decoded->header.source.created_ms, 1700000000123);
+  EXPECT_NE(OriginOf("a"), OriginOf("b"));
+  EXPECT_EQ(OriginOf("walserver-1"), OriginOf("walserver-1"));
+}
+
+// Torn split entries: the first chunk of a 3-record entry of session 5 (origin 9, encoded at
+// t=1000) whose other chunks never come, then one small entry from `next`.
+class TornEntry : public ::testing::Test {
+ protected:
+  std::vector<AssembledEntry> FirstChunkThen(const RecordSource& next,
+                                             const std::string& next_data = "after") {
+    const auto torn =
+        EncodeEntry(RandomBytes(250, 1), 100, kRecordHeaderBytes + 100, {}, {5, 9, 1000});
+    EXPECT_EQ(torn.size(), 3u);
+    return Assemble(a_, {EncodeEntry("before", 99, 1000, {}, {5, 9, 900})[0], torn[0],
+                         EncodeEntry(next_data, 101, 1000, {}, next)[0]});
+  }
+  EntryAssembler a_{1 << 20};
+};
+
+TEST_F(TornEntry, ALaterRecordOfTheSameSessionShowsIt) {
+  EXPECT_EQ(Ids(FirstChunkThen({5, 9, 1001})), (std::vector<std::string>{"before", "after"}));
+  EXPECT_EQ(a_.torn(), 1u);
+}
+
+TEST_F(TornEntry, ARecordOfItsOriginFromANewSessionShowsIt) {
+  EXPECT_EQ(Ids(FirstChunkThen({6, 9, 1001})), (std::vector<std::string>{"before", "after"}));
+  EXPECT_EQ(a_.torn(), 1u);
+}
+
+TEST_F(TornEntry, AnotherWritersRecordWaitsBehindItUntilTheTimeBound) {
+  // Another process may write between the chunks of a live entry: its entry waits.
+  EXPECT_EQ(Ids(FirstChunkThen({7, 8, 1000 + EntryAssembler::kDefaultTornAfterMs})),
+            (std::vector<std::string>{"before"}));
+  EXPECT_EQ(a_.torn(), 0u);
+  std::vector<AssembledEntry> out;
+  a_.Add(10,
+         EncodeEntry("late", 102, 1000, {}, {7, 8, 1001 + EntryAssembler::kDefaultTornAfterMs})[0],
+         &out);
+  EXPECT_EQ(Ids(out), (std::vector<std::string>{"after", "late"}));
+  EXPECT_EQ(a_.torn(), 1u);
+}
+
+TEST_F(TornEntry, AnEntryOfAnotherWriterInBetweenStillCompletes) {
+  const auto whole =
+      EncodeEntry(RandomBytes(250, 1), 100, kRecordHeaderBytes + 100, {}, {5, 9, 1000});
+  auto out = Assemble(
+      a_, {whole[0], EncodeEntry("other", 101, 1000, {}, {7, 8, 1000})[0], whole[1], whole[2]});
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].data, RandomBytes(250, 1));
+  EXPECT_EQ(out[1].data, "other");
+  EXPECT_EQ(a_.torn(), 0u);
+}
+
+TEST_F(TornEntry, AFenceOfAHigherEpochShowsIt) {
+  auto out = FirstChunkThen({7, 8, 1000});
+  std::vector<AssembledEntry> more;
+  a_.Add(10, EncodeFence(1, {7, 8, 1000}), &more);
+  EXPECT_EQ(Ids(more), (std::vector<std::string>{"after"}));
+  EXPECT_EQ(a_.fenced(), 1u);
+}
+
+TEST(Codec, EntriesHeldBackBehindATornOneAreBoundedInBytes) {
+  EntryAssembler a(/*max_entry_bytes=*/1000);
+  const auto torn = EncodeEntry(RandomBytes(900, 1), 100, kRecordHeaderBytes + 300, {}, {5, 9, 1});
+  std::vector<std::string> records = {torn[0]};
+  for (int i = 0; i < 3; ++i) {
+    records.push_back(EncodeEntry(RandomBytes(900, 2 + i), 200 + i, 2000, {}, {7, 8, 1})[0]);
+  }
+  EXPECT_TRUE(Assemble(a, {records[0], records[1], records[2]}).empty()) << "1800 bytes held";
+  std::vector<AssembledEntry> out;
+  a.Add(3, records[3], &out);  // 2700 held > 2 x 1000: the first chunk is given up
+  a.Add(4, EncodeEntry("next", 300, 2000, {}, {7, 8, 1})[0], &out);
+  EXPECT_EQ(out.size(), 4u);
+  EXPECT_EQ(a.torn(), 1u);
 }
 
 TEST(Codec, EntriesOfAnOlderEpochAfterAFenceAreDropped) {
