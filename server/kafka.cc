@@ -2,8 +2,13 @@
 
 #include <librdkafka/rdkafka_mock.h>
 
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
 #include <set>
+#include <thread>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -248,7 +253,14 @@ absl::Status Producer::Produce(const std::string& topic, int32_t partition, std:
 }
 
 void Producer::OnDeliveryReport(rd_kafka_t*, const rd_kafka_message_t* msg, void*) {
-  static_cast<DeliveryHandler*>(msg->_private)->OnDelivery(msg->err, msg->offset);
+  rd_kafka_resp_err_t err = msg->err;
+  // A record purged from the queue after an earlier attempt to send it may have been written:
+  // report it as purged in flight, so that _PURGE_QUEUE always means "never written".
+  if (err == RD_KAFKA_RESP_ERR__PURGE_QUEUE &&
+      rd_kafka_message_status(msg) != RD_KAFKA_MSG_STATUS_NOT_PERSISTED) {
+    err = RD_KAFKA_RESP_ERR__PURGE_INFLIGHT;
+  }
+  static_cast<DeliveryHandler*>(msg->_private)->OnDelivery(err, msg->offset);
 }
 
 int Producer::OnStats(rd_kafka_t*, char* json, size_t len, void* opaque) {
@@ -332,6 +344,51 @@ Message Consumer::Poll(int timeout_ms) {
 
 // ---- Admin ----
 
+namespace {
+
+// librdkafka 2.0.2 never times out a watermark query whose partition leader is down (fixed in
+// 2.3.0): a query waits until the broker is back. So each try runs on a thread of its own, and
+// a caller whose time is up stops waiting for it; the try finishes whenever Kafka answers.
+std::atomic<int> abandoned_queries{0};
+
+struct WatermarkQuery {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  bool abandoned = false;
+  rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR_NO_ERROR;
+  Watermarks marks;
+};
+
+rd_kafka_resp_err_t QueryOnce(rd_kafka_t* rk, const std::string& topic, int32_t partition,
+                              int timeout_ms, Watermarks* out) {
+  auto query = std::make_shared<WatermarkQuery>();
+  std::thread([query, rk, topic, partition, timeout_ms] {
+    Watermarks marks;
+    const rd_kafka_resp_err_t err = rd_kafka_query_watermark_offsets(
+        rk, topic.c_str(), partition, &marks.low, &marks.high, timeout_ms);
+    std::lock_guard<std::mutex> lock(query->mu);
+    query->marks = marks;
+    query->err = err;
+    query->done = true;
+    if (query->abandoned) --abandoned_queries;
+    query->cv.notify_all();
+  }).detach();
+  std::unique_lock<std::mutex> lock(query->mu);
+  if (!query->cv.wait_for(lock, std::chrono::milliseconds(timeout_ms),
+                          [&] { return query->done; })) {
+    query->abandoned = true;
+    ++abandoned_queries;
+    return RD_KAFKA_RESP_ERR__TIMED_OUT;
+  }
+  *out = query->marks;
+  return query->err;
+}
+
+}  // namespace
+
+int AbandonedWatermarkQueries() { return abandoned_queries.load(); }
+
 absl::StatusOr<Watermarks> QueryWatermarks(rd_kafka_t* rk, const std::string& topic,
                                            int32_t partition, int timeout_ms) {
   // Retries what a retry may cure (a leader just elected, a broker reconnecting) while time is
@@ -343,8 +400,7 @@ absl::StatusOr<Watermarks> QueryWatermarks(rd_kafka_t* rk, const std::string& to
                           .count();
     Watermarks w;
     rd_kafka_resp_err_t err =
-        rd_kafka_query_watermark_offsets(rk, topic.c_str(), partition, &w.low, &w.high,
-                                         static_cast<int>(std::max<int64_t>(1, left)));
+        QueryOnce(rk, topic, partition, static_cast<int>(std::max<int64_t>(1, left)), &w);
     if (!err) return w;
     absl::Status status =
         KafkaErrorToStatus(err, absl::StrCat("querying the end of ", topic, "[", partition, "]"));

@@ -66,6 +66,8 @@ class Producer {
   bool fatal() const { return fatal_.load(); }
   // Fails every record still queued or in flight (their handlers hear _PURGE_*).
   void Purge() { rd_kafka_purge(rk_.get(), RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT); }
+  // Fails only the records never sent (their handlers hear _PURGE_QUEUE: not written).
+  void PurgeUnsent() { rd_kafka_purge(rk_.get(), RD_KAFKA_PURGE_F_QUEUE); }
   // Records and requests waiting in librdkafka's queues.
   int queue_length() const { return rd_kafka_outq_len(rk_.get()); }
   // The latest librdkafka statistics (JSON), if statistics.interval.ms is set; empty before.
@@ -122,6 +124,9 @@ struct Watermarks {
   int64_t low = 0;   // first offset still in Kafka
   int64_t high = 0;  // next offset to be written
 };
+// Queries still running in librdkafka that their callers stopped waiting for (see kafka.cc):
+// the client they use must not be destroyed while there are any.
+int AbandonedWatermarkQueries();
 absl::StatusOr<Watermarks> QueryWatermarks(rd_kafka_t* rk, const std::string& topic,
                                            int32_t partition, int timeout_ms);
 

@@ -209,15 +209,31 @@ absl::StatusOr<int64_t> MetaStore::ProduceAndApply(const std::string& key, std::
     return s;
   }
   if (result.wait_until(deadline) != std::future_status::ready) {
+    // A failed call must not take effect later: take the record back if it was never sent
+    // (with it, the other unsent records, whose calls then fail likewise). One that may have
+    // reached Kafka cannot be taken back; the caller hears that the outcome is unknown.
+    producer_->PurgeUnsent();
+    if (result.wait_for(std::chrono::milliseconds(200)) != std::future_status::ready ||
+        result.get().first != RD_KAFKA_RESP_ERR__PURGE_QUEUE) {
+      return absl::DeadlineExceededError(
+          "Kafka did not acknowledge the metadata record in time; it may still take effect");
+    }
     return absl::UnavailableError(
-        "Kafka did not acknowledge the metadata record in time; the outcome is unknown");
+        "Kafka did not take the metadata record in time (is Kafka reachable?); nothing was "
+        "changed");
   }
   const auto [err, offset] = result.get();
   if (err) return KafkaErrorToStatus(err, "writing the metadata record");
   if (offset < 0) {
     return absl::UnavailableError("Kafka acknowledged the metadata record without an offset");
   }
-  if (absl::Status s = WaitApplied(offset, deadline); !s.ok()) return s;
+  if (absl::Status s = WaitApplied(offset, deadline); !s.ok()) {
+    // The record is in Kafka: the change takes effect, this server just has not read it yet.
+    if (absl::IsUnavailable(s)) {
+      return absl::DeadlineExceededError(absl::StrCat("the change is written; ", s.message()));
+    }
+    return s;
+  }
   return offset;
 }
 

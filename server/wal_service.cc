@@ -196,6 +196,12 @@ grpc::ServerUnaryReactor* WalServiceImpl::Defer(
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   const Clock::time_point deadline = AdminDeadline(ctx);
   admin_pool_.Post([reactor, deadline, work = std::move(work)] {
+    // Work that waited in the queue past its deadline is dropped: its caller is gone.
+    if (Clock::now() >= deadline) {
+      reactor->Finish(ToGrpcStatus(absl::DeadlineExceededError(
+          "the call waited too long behind other namespace changes; nothing was changed")));
+      return;
+    }
     reactor->Finish(ToGrpcStatus(work(deadline)));
   });
   return reactor;
@@ -466,15 +472,22 @@ grpc::ServerUnaryReactor* WalServiceImpl::AcquireNamespace(
       fenced.set_value(std::move(ids));
     });
     absl::StatusOr<std::vector<uint64_t>> fence_at = fenced.get_future().get();
+    // From here on the call has taken effect: a failure says so (DEADLINE_EXCEEDED, never a
+    // code that promises nothing changed).
     if (!fence_at.ok()) {
-      return absl::Status(fence_at.status().code(),
-                          absl::StrCat("epoch ", epoch, " of namespace ", ns_id,
-                                       " was recorded but its fence was not written (",
-                                       fence_at.status().message(), "); acquire again"));
+      return absl::DeadlineExceededError(absl::StrCat(
+          "epoch ", epoch, " of namespace ", ns_id, " was recorded but its fence was not written (",
+          fence_at.status().ToString(), "); acquire again"));
     }
     // 3. Where the fence lies, so that reads starting after it know the epoch it set.
     state = meta_->RecordFence(ns_id, Fence{epoch, static_cast<int64_t>((*fence_at)[0])}, deadline);
-    if (!state.ok()) return state.status();
+    if (!state.ok()) {
+      return absl::DeadlineExceededError(absl::StrCat("epoch ", epoch, " of namespace ", ns_id,
+                                                      " and its fence were written, but not where "
+                                                      "the fence lies (",
+                                                      state.status().ToString(),
+                                                      "); acquire again"));
+    }
     auto end = SlotEnd(state->slot, deadline);
     if (!end.ok()) return end.status();
     Fill(*state, *end, response->mutable_namespace_());

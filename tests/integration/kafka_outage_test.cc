@@ -78,6 +78,58 @@ TEST(KafkaOutage, CallsFailFastWhileKafkaIsDownAndRecoverWithoutRestart) {
   EXPECT_EQ(all->back().entry_id(), (*after)[0]);
 }
 
+// Admin calls answered with an error while the broker is down (anything but DEADLINE_EXCEEDED,
+// which says the outcome is unknown) have taken no effect once it is back, and none later.
+TEST(KafkaOutage, AdminCallsThatFailedDuringAnOutageNeverTakeEffect) {
+  OwnBroker broker;
+  ASSERT_TRUE(broker.Run("start"));
+  auto server = ServerProcess::Start(KafkaServerArgs(broker.Bootstrap(), UniqueName("admin")));
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto client = Connect((*server)->address(), seconds(2));
+  for (uint64_t id : {1, 2, 3}) ASSERT_TRUE(client->CreateNamespace(id).ok());
+  auto ids = client->Append(3, {"a", "b"});
+  ASSERT_TRUE(ids.ok()) << ids.status();
+  const uint64_t epoch = client->GetNamespace(2)->epoch();
+  const uint64_t first = client->GetNamespace(3)->first_entry_id();
+
+  ASSERT_TRUE(broker.Run("stop"));
+  const auto timed = [](const char* what, auto call) {
+    const auto t0 = Clock::now();
+    const absl::Status status = call();
+    const auto took = Clock::now() - t0;
+    std::cerr << "RESULT outage: " << what << " answered " << status << " after "
+              << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms\n";
+    EXPECT_LT(took, std::chrono::milliseconds(2500)) << what << " must answer by its deadline";
+    EXPECT_FALSE(status.ok()) << what;
+    return status;
+  };
+  const absl::Status deleted = timed("DeleteNamespace", [&] { return client->DeleteNamespace(1); });
+  const absl::Status acquired =
+      timed("AcquireNamespace", [&] { return client->AcquireNamespace(2).status(); });
+  const absl::Status truncated =
+      timed("Truncate", [&] { return client->Truncate(3, (*ids)[1]).status(); });
+
+  ASSERT_TRUE(broker.Run("start"));
+  auto healthy = Connect((*server)->address(), seconds(5));
+  const auto t0 = Clock::now();
+  while (!healthy->Append(3, {"c"}).ok() && Clock::now() - t0 < seconds(60)) {
+  }
+  // Records left in a producer would land within seconds of the broker's return.
+  std::this_thread::sleep_for(seconds(10));
+  const auto unknown = [](const absl::Status& s) { return absl::IsDeadlineExceeded(s); };
+  if (!unknown(deleted)) {
+    EXPECT_TRUE(healthy->GetNamespace(1).ok()) << "failed DeleteNamespace took effect";
+  }
+  if (!unknown(acquired)) {
+    EXPECT_EQ(healthy->GetNamespace(2)->epoch(), epoch) << "failed AcquireNamespace took effect";
+  }
+  if (!unknown(truncated)) {
+    EXPECT_EQ(healthy->GetNamespace(3)->first_entry_id(), first) << "failed Truncate took effect";
+  }
+  EXPECT_FALSE(unknown(deleted) && unknown(acquired) && unknown(truncated))
+      << "every call said its outcome is unknown: nothing was shown";
+}
+
 // SIGTERM while Kafka is unreachable: walserver exits within 10 s (its 5 s grace for calls plus
 // closing its Kafka clients), with a pruning pass and an append waiting on Kafka at the time.
 TEST(KafkaOutage, SigtermWhileKafkaIsDownExitsWithinTenSeconds) {
