@@ -35,6 +35,9 @@
 namespace wal::testing {
 namespace {
 
+// Records of the core tests' writer: small, so that entries of a few KiB are split.
+constexpr size_t kMaxRecordBytes = 1000;
+
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
@@ -209,6 +212,7 @@ class Core : public ::testing::Test {
     writer_options.producers = 2;
     writer_options.topics = {topic_};
     writer_options.append_timeout = seconds(20);
+    writer_options.max_record_bytes = kMaxRecordBytes;
     KafkaProperties writer_properties = properties_;
     writer_properties["linger.ms"] = "1";
     auto writer = EntryWriter::Create(writer_properties, writer_options, "core-test");
@@ -296,7 +300,10 @@ class Core : public ::testing::Test {
   std::unique_ptr<EntryReader> reader_;
 };
 
-std::string Payload(uint64_t ns, uint64_t seq) { return absl::StrCat("ns", ns, "-entry", seq); }
+// Every third entry is larger than kMaxRecordBytes, so it is split over several records.
+std::string Payload(uint64_t ns, uint64_t seq) {
+  return absl::StrCat("ns", ns, "-entry", seq, std::string(seq % 3 == 0 ? 2500 : 0, 's'));
+}
 
 // Writers, readers, truncations, an acquisition and (on real Kafka) pruning all at once; then
 // every namespace holds exactly its acknowledged entries above its truncation point, in order.
