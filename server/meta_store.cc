@@ -53,6 +53,7 @@ absl::StatusOr<std::unique_ptr<MetaStore>> MetaStore::Open(const KafkaProperties
   std::unique_ptr<MetaStore> store(new MetaStore(std::move(slots), std::move(options)));
   const auto deadline =
       Clock::now() + std::chrono::milliseconds(store->options_.startup_timeout_ms);
+  store->properties_ = properties;
   auto producer = Producer::Create(properties, store->options_.writer + "-meta");
   if (!producer.ok()) return producer.status();
   store->producer_ = std::move(*producer);
@@ -111,7 +112,33 @@ void MetaStore::FailPending() {
     failing_.store(true);
   }
   applied_.notify_all();
+  std::lock_guard lock(producer_mu_);
   producer_->Purge();
+}
+
+absl::StatusOr<Producer*> MetaStore::LiveProducer() {
+  std::lock_guard lock(producer_mu_);
+  if (!producer_->fatal()) return producer_.get();
+  auto fresh = Producer::Create(
+      properties_, absl::StrCat(options_.writer, "-meta-", retired_producers_.size() + 1));
+  if (!fresh.ok()) return fresh.status();
+  // Its records fail at once (their calls answer UNAVAILABLE: nothing it still held was sent
+  // after the fatal error).
+  producer_->Purge();
+  spdlog::warn("replaced the metadata producer {} after a fatal error", producer_->name());
+  retired_producers_.push_back(std::move(producer_));
+  producer_ = std::move(*fresh);
+  return producer_.get();
+}
+
+const Producer* MetaStore::producer() const {
+  std::lock_guard lock(producer_mu_);
+  return producer_.get();
+}
+
+uint64_t MetaStore::producer_replacements() const {
+  std::lock_guard lock(producer_mu_);
+  return retired_producers_.size();
 }
 
 void MetaStore::TailLoop() {
@@ -202,8 +229,10 @@ absl::StatusOr<int64_t> MetaStore::ProduceAndApply(uint64_t namespace_id,
 absl::StatusOr<int64_t> MetaStore::ProduceAndApply(const std::string& key, std::string value,
                                                    Clock::time_point deadline) {
   if (failing_.load()) return absl::UnavailableError("walserver is shutting down");
+  absl::StatusOr<Producer*> producer = LiveProducer();
+  if (!producer.ok()) return producer.status();
   auto [delivery, result] = PromiseDelivery::New(std::move(value));
-  if (absl::Status s = producer_->Produce(options_.topic, 0, key, delivery->value(), delivery);
+  if (absl::Status s = (*producer)->Produce(options_.topic, 0, key, delivery->value(), delivery);
       !s.ok()) {
     delete delivery;
     return s;
@@ -212,7 +241,7 @@ absl::StatusOr<int64_t> MetaStore::ProduceAndApply(const std::string& key, std::
     // A failed call must not take effect later: take the record back if it was never sent
     // (with it, the other unsent records, whose calls then fail likewise). One that may have
     // reached Kafka cannot be taken back; the caller hears that the outcome is unknown.
-    producer_->PurgeUnsent();
+    (*producer)->PurgeUnsent();
     if (result.wait_for(std::chrono::milliseconds(200)) != std::future_status::ready ||
         result.get().first != RD_KAFKA_RESP_ERR__PURGE_QUEUE) {
       return absl::DeadlineExceededError(

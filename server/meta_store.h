@@ -77,6 +77,10 @@ class MetaStore {
   std::vector<std::pair<Slot, size_t>> LoadPerSlot() const;
   // OK while the metadata topic is tailed without error; else why not.
   absl::Status Health() const;
+  // The producer of metadata records now (for tests and metrics).
+  const Producer* producer() const;
+  // Producers replaced after a fatal error.
+  uint64_t producer_replacements() const;
   // A client for watermark queries only, shared with the reader: every librdkafka client costs
   // a thread that wakes up even when walserver is idle.
   rd_kafka_t* watermarks_client() const { return watermarks_client_.get(); }
@@ -101,8 +105,16 @@ class MetaStore {
   // written from a stale view), so that compaction cannot lose a change.
   void RestateIfStale(uint64_t namespace_id, Clock::time_point deadline);
 
+  // The producer to use, replaced first if it suffered a fatal error (the idempotent
+  // producer's sequence state, say), which no record could ever get past.
+  absl::StatusOr<Producer*> LiveProducer();
+
   const MetaOptions options_;
-  std::unique_ptr<Producer> producer_;
+  KafkaProperties properties_;  // for replacement producers
+  mutable std::mutex producer_mu_;
+  std::unique_ptr<Producer> producer_;  // replaced under producer_mu_
+  // Replaced producers: kept until the store goes, since callers may still hold them.
+  std::vector<std::unique_ptr<Producer>> retired_producers_;
   std::unique_ptr<Consumer> consumer_;
   // For CatchUp's end-of-topic queries: kept apart from the tail consumer, whose fetches a
   // query would wait behind while Kafka is unreachable.

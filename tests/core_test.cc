@@ -668,6 +668,25 @@ TEST_F(Core, AReadThatNeverPullsAgainEndsWhenItsStreamIsCancelled) {
   EXPECT_FALSE(stalled->status()->ok());
 }
 
+// A fatal error of the metadata producer (its idempotent sequence state, say) no longer fails
+// every namespace change until a restart: the next change replaces the producer.
+TEST_F(Core, AFatalMetaProducerErrorReplacesTheProducer) {
+  ASSERT_TRUE(Create(1).ok());
+  const Producer* before = meta_->producer();
+  ASSERT_EQ(
+      rd_kafka_test_fatal_error(before->handle(), RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER,
+                                "injected by the test"),
+      RD_KAFKA_RESP_ERR_NO_ERROR);
+  const auto give_up = Clock::now() + seconds(5);
+  while (!before->fatal() && Clock::now() < give_up) std::this_thread::sleep_for(milliseconds(10));
+  ASSERT_TRUE(before->fatal());
+  auto created = Create(2);
+  ASSERT_TRUE(created.ok()) << created.status();
+  EXPECT_EQ(meta_->producer_replacements(), 1u);
+  EXPECT_NE(meta_->producer(), before);
+  EXPECT_TRUE(meta_->Get(2).has_value());
+}
+
 #ifndef WAL_TEST_REAL_KAFKA
 // librdkafka's queue fills up in the middle of an append: the records before are on their way,
 // so the call must not answer RESOURCE_EXHAUSTED (which promises nothing was written).
