@@ -86,6 +86,7 @@ absl::StatusOr<std::unique_ptr<MetaStore>> MetaStore::Open(const KafkaProperties
   if (!end.ok()) return end.status();
 
   store->tail_thread_ = std::thread([s = store.get()] { s->TailLoop(); });
+  store->redelete_thread_ = std::thread([s = store.get()] { s->RedeleteLoop(); });
   if (absl::Status s = store->WaitApplied(end->high - 1, deadline); !s.ok()) {
     return absl::UnavailableError(absl::StrCat("reading the namespace table from ",
                                                store->options_.topic, ": ", s.message()));
@@ -102,8 +103,50 @@ absl::StatusOr<std::unique_ptr<MetaStore>> MetaStore::Open(const KafkaProperties
 }
 
 MetaStore::~MetaStore() {
-  stop_.store(true);
+  {
+    std::lock_guard lock(mu_);
+    stop_.store(true);
+  }
+  redelete_cv_.notify_all();
+  if (redelete_thread_.joinable()) redelete_thread_.join();
   if (tail_thread_.joinable()) tail_thread_.join();
+}
+
+void MetaStore::RedeleteLoop() {
+  std::unique_lock lock(mu_);
+  while (true) {
+    redelete_cv_.wait(lock, [this] { return stop_.load() || !redelete_.empty(); });
+    if (stop_.load()) return;
+    const std::vector<uint64_t> ids = std::move(redelete_);
+    redelete_.clear();
+    lock.unlock();
+    for (uint64_t id : ids) {
+      if (stop_.load() || failing_.load()) break;
+      const auto deadline = Clock::now() + std::chrono::seconds(10);
+      // Read to the end first: another server may have restated the deletion already.
+      if (absl::Status s = CatchUp(deadline); !s.ok()) {
+        spdlog::warn("restating the deletion of namespace {}: {}", id, s.ToString());
+        continue;
+      }
+      std::optional<NamespaceState> state;
+      {
+        std::lock_guard table_lock(mu_);
+        state = table_.DeletedButStale(id);
+      }
+      if (!state) continue;
+      auto offset = ProduceAndApply(
+          id, MakeRecord(NamespaceRecord::DELETE, *state, options_.writer), deadline);
+      if (!offset.ok()) {
+        spdlog::warn("restating the deletion of namespace {}: {}", id, offset.status().ToString());
+        continue;
+      }
+      spdlog::info("namespace {}: restated its deletion after a record written from a stale view",
+                   id);
+      // Created again meanwhile? Then that assignment must come last.
+      RestateIfStale(id, deadline);
+    }
+    lock.lock();
+  }
 }
 
 void MetaStore::FailPending() {
@@ -199,6 +242,10 @@ void MetaStore::ApplyMessageLocked(const rd_kafka_message_t& msg) {
     return;
   }
   const ApplyOutcome outcome = table_.Apply(*id, record, msg.offset);
+  if (outcome == ApplyOutcome::kStaleAfterDelete) {
+    redelete_.push_back(*id);
+    redelete_cv_.notify_one();
+  }
   if (outcome == ApplyOutcome::kCreated) {
     spdlog::debug("namespace {} in {}[{}] from offset {}", *id, record.topic(), record.partition(),
                   record.start_offset());

@@ -101,6 +101,9 @@ class MetaStore {
                                           Clock::time_point deadline);
   absl::Status WaitApplied(int64_t offset, Clock::time_point deadline);
   void Restate(const NamespaceState& state, Clock::time_point deadline);
+  // Restates deletions that a stale record came after (kStaleAfterDelete), on its own thread:
+  // the tail thread that finds them cannot wait for its own reading.
+  void RedeleteLoop();
   // Restates the namespace if the latest record of its key falls short of its state (it was
   // written from a stale view), so that compaction cannot lose a change.
   void RestateIfStale(uint64_t namespace_id, Clock::time_point deadline);
@@ -132,6 +135,9 @@ class MetaStore {
   std::atomic<bool> stop_{false};
   std::atomic<bool> failing_{false};  // FailPending() was called
   std::thread tail_thread_;
+  std::condition_variable redelete_cv_;
+  std::vector<uint64_t> redelete_ ABSL_GUARDED_BY(mu_);  // namespaces for RedeleteLoop
+  std::thread redelete_thread_;
 };
 
 }  // namespace wal

@@ -107,8 +107,13 @@ ApplyOutcome NamespaceTable::Apply(uint64_t id, const NamespaceRecord& r, int64_
   }
   // Every other kind applies only to the assignment it names, and only raises: truncation,
   // epoch and fences merge, so records written from stale views never undo a change.
-  if (row.state.deleted || !row.state.SameAssignment(r)) {
-    if (!row.state.deleted) row.latest_record_stale = true;
+  if (row.state.deleted) {
+    const bool deletion = r.kind() == NamespaceRecord::DELETE || r.deleted();
+    row.latest_record_stale = !deletion;
+    return deletion ? ApplyOutcome::kIgnored : ApplyOutcome::kStaleAfterDelete;
+  }
+  if (!row.state.SameAssignment(r)) {
+    row.latest_record_stale = true;
     return ApplyOutcome::kIgnored;
   }
   NamespaceState& state = row.state;
@@ -128,6 +133,7 @@ ApplyOutcome NamespaceTable::Apply(uint64_t id, const NamespaceRecord& r, int64_
   if (r.kind() == NamespaceRecord::DELETE || r.deleted()) {
     CountLoad(state, -1);
     state.deleted = true;
+    row.latest_record_stale = false;
     return ApplyOutcome::kUpdated;
   }
   row.latest_record_stale = !CarriesState(r, state);
@@ -183,6 +189,14 @@ std::vector<NamespaceState> NamespaceTable::NeedingRestate() const {
     if (row.latest_record_stale && !row.state.deleted) out.push_back(row.state);
   }
   return out;
+}
+
+std::optional<NamespaceState> NamespaceTable::DeletedButStale(uint64_t id) const {
+  auto it = rows_.find(id);
+  if (it == rows_.end() || !it->second.state.deleted || !it->second.latest_record_stale) {
+    return std::nullopt;
+  }
+  return it->second.state;
 }
 
 bool NamespaceTable::LatestRecordStale(uint64_t id) const {

@@ -67,6 +67,10 @@ enum class ApplyOutcome {
   kUpdated,   // truncation or epoch raised, fence added, or namespace deleted
   kIgnored,   // no change: a duplicate, or a stale record of an earlier assignment
   kLostRace,  // a CREATE for a namespace that already had a live assignment
+  // A change (truncation, acquisition, fence, restatement) of a deleted namespace, written from
+  // a view that had not seen the deletion: ignored, but it is now the key's latest record, and
+  // once compaction drops the DELETE before it, it would bring the namespace back.
+  kStaleAfterDelete,
 };
 
 class NamespaceTable {
@@ -98,6 +102,9 @@ class NamespaceTable {
   std::vector<NamespaceState> NeedingRestate() const;
   // Whether the latest record of a live namespace falls short of its state (see NeedingRestate).
   bool LatestRecordStale(uint64_t namespace_id) const;
+  // A deleted namespace whose latest record is not a deletion (kStaleAfterDelete), with its
+  // last state, so that the deletion can be restated after that record.
+  std::optional<NamespaceState> DeletedButStale(uint64_t namespace_id) const;
   size_t live_count() const { return live_; }
   const std::vector<Slot>& slots() const { return slots_; }
 

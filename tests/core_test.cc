@@ -14,6 +14,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <cstring>
 #include <future>
 #include <iostream>
 #include <map>
@@ -171,6 +172,7 @@ class Core : public ::testing::Test {
     const std::string prefix = UniqueName("core");
     topic_ = prefix + "_0";
     const std::string meta_topic = prefix + "_meta";
+    meta_topic_ = meta_topic;
     std::string brokers;
 #ifdef WAL_TEST_REAL_KAFKA
     brokers = TestBrokers();
@@ -291,6 +293,7 @@ class Core : public ::testing::Test {
 
   std::unique_ptr<MockCluster> mock_;
   std::string topic_;
+  std::string meta_topic_;
   KafkaProperties properties_;
   KafkaHandle admin_;
   std::vector<Slot> slots_;
@@ -666,6 +669,63 @@ TEST_F(Core, AReadThatNeverPullsAgainEndsWhenItsStreamIsCancelled) {
   stalled->WaitFor(1u << 30, seconds(10));
   ASSERT_TRUE(stalled->status().has_value()) << "the stalled read did not end";
   EXPECT_FALSE(stalled->status()->ok());
+}
+
+// The kinds of the metadata records of one namespace, in offset order, read from the topic.
+std::vector<meta::v1::NamespaceRecord::Kind> KindsOf(const KafkaProperties& properties,
+                                                     const std::string& meta_topic, uint64_t id) {
+  std::vector<meta::v1::NamespaceRecord::Kind> kinds;
+  auto consumer = Consumer::Create(properties, "kinds-of");
+  if (!consumer.ok() || !(*consumer)->Assign(meta_topic, 0, 0).ok()) return kinds;
+  const std::string key = EncodeKey(id);
+  const auto give_up = Clock::now() + seconds(10);
+  while (Clock::now() < give_up) {
+    Message msg = (*consumer)->Poll(100);
+    if (!msg) continue;
+    if (msg->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) break;
+    if (msg->err || msg->key_len != key.size() || std::memcmp(msg->key, key.data(), key.size())) {
+      continue;
+    }
+    meta::v1::NamespaceRecord record;
+    if (record.ParseFromArray(msg->payload, static_cast<int>(msg->len))) {
+      kinds.push_back(record.kind());
+    }
+  }
+  return kinds;
+}
+
+// A truncation written from a view that had not seen the namespace's deletion lands after the
+// DELETE. Ignored in memory, it would still be the key's latest record, and once compaction
+// drops the DELETE a restarting server would bring the namespace back: so the deletion is
+// restated after it.
+TEST_F(Core, ARecordFromAStaleViewAfterADeleteIsFollowedByTheDeletionAgain) {
+  auto state = Create(1);
+  ASSERT_TRUE(state.ok()) << state.status();
+  ASSERT_TRUE(meta_->Delete(1, Deadline()).ok());
+
+  NamespaceState stale = *state;
+  stale.truncated_before = state->start_offset + 1;
+  const std::string value =
+      MakeRecord(meta::v1::NamespaceRecord::TRUNCATE, stale, "stale-server").SerializeAsString();
+  auto producer = Producer::Create(properties_, "stale-server");
+  ASSERT_TRUE(producer.ok()) << producer.status();
+  struct Ack : DeliveryHandler {
+    std::promise<rd_kafka_resp_err_t> done;
+    void OnDelivery(rd_kafka_resp_err_t err, int64_t) override { done.set_value(err); }
+  } ack;
+  ASSERT_TRUE((*producer)->Produce(meta_topic_, 0, EncodeKey(1), value, &ack).ok());
+  ASSERT_EQ(ack.done.get_future().get(), RD_KAFKA_RESP_ERR_NO_ERROR);
+
+  using Kind = meta::v1::NamespaceRecord;
+  std::vector<Kind::Kind> kinds;
+  const auto give_up = Clock::now() + seconds(15);
+  do {
+    std::this_thread::sleep_for(milliseconds(200));
+    kinds = KindsOf(properties_, meta_topic_, 1);
+  } while (kinds.size() < 4 && Clock::now() < give_up);
+  EXPECT_EQ(kinds,
+            (std::vector<Kind::Kind>{Kind::CREATE, Kind::DELETE, Kind::TRUNCATE, Kind::DELETE}));
+  EXPECT_FALSE(meta_->Get(1).has_value());
 }
 
 // A fatal error of the metadata producer (its idempotent sequence state, say) no longer fails

@@ -83,9 +83,10 @@ TEST(NamespaceTable, DeleteThenCreateAgain) {
             ApplyOutcome::kUpdated);
   EXPECT_FALSE(table.Get(1));
   EXPECT_EQ(table.live_count(), 0u);
-  // A late truncate of the deleted assignment does not bring it back.
+  // A late truncate of the deleted assignment does not bring it back (it is reported, so that
+  // the deletion can be restated after it).
   EXPECT_EQ(table.Apply(1, Record(NamespaceRecord::TRUNCATE, {"w_0", 0}, 5, 9), 2),
-            ApplyOutcome::kIgnored);
+            ApplyOutcome::kStaleAfterDelete);
   EXPECT_FALSE(table.Get(1));
   EXPECT_EQ(table.Apply(1, Record(NamespaceRecord::CREATE, {"w_1", 0}, 70), 3),
             ApplyOutcome::kCreated);
@@ -209,6 +210,21 @@ TEST(NamespaceTable, TruncationKeepsTheHighestEpochFencedBeforeIt) {
   EXPECT_EQ(table.Get(1)->FencedEpochBefore(30), 3u);
   table.Apply(1, Record(NamespaceRecord::TRUNCATE, {"w_0", 0}, 0, 30), 3);
   EXPECT_EQ(table.Get(1)->FencedEpochBefore(30), 3u);
+}
+
+TEST(NamespaceTable, AChangeAfterADeleteIsStaleUntilTheDeletionIsRestated) {
+  NamespaceTable table(ThreeSlots());
+  table.Apply(1, Record(NamespaceRecord::CREATE, {"w_0", 0}, 10), 1);
+  table.Apply(1, Record(NamespaceRecord::DELETE, {"w_0", 0}, 10), 2);
+  EXPECT_FALSE(table.DeletedButStale(1).has_value());
+  EXPECT_EQ(table.Apply(1, Record(NamespaceRecord::TRUNCATE, {"w_0", 0}, 10, 20), 3),
+            ApplyOutcome::kStaleAfterDelete);
+  EXPECT_FALSE(table.Get(1).has_value()) << "still deleted";
+  ASSERT_TRUE(table.DeletedButStale(1).has_value());
+  EXPECT_EQ(table.DeletedButStale(1)->start_offset, 10);
+  table.Apply(1, Record(NamespaceRecord::DELETE, {"w_0", 0}, 10), 4);
+  EXPECT_FALSE(table.DeletedButStale(1).has_value());
+  EXPECT_FALSE(table.Get(1).has_value());
 }
 
 }  // namespace
