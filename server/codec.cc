@@ -264,7 +264,6 @@ void EntryAssembler::Complete(int64_t first_offset, const RecordHeader& header, 
     Release(out);
     return;
   }
-  ready_bytes_ += data.size();
   ready_.emplace(first_offset, AssembledEntry{static_cast<uint64_t>(first_offset), std::move(data),
                                               header.stamp});
   Release(out);
@@ -289,8 +288,7 @@ EntryAssembler::Fate EntryAssembler::FateOf(const Partial& p, const RecordHeader
   if (mine.created_ms != 0 && theirs.created_ms - mine.created_ms > torn_after_ms_) {
     return Fate::kTorn;  // its writer's producer gave up on the missing chunks long ago
   }
-  // Entries complete behind it are held back; that wait is bounded.
-  return ready_bytes_ > 2 * max_entry_bytes_ ? Fate::kTorn : Fate::kMayComplete;
+  return Fate::kMayComplete;
 }
 
 void EntryAssembler::DropTorn(const RecordHeader& next, std::vector<AssembledEntry>* out) {
@@ -342,7 +340,6 @@ void EntryAssembler::Release(std::vector<AssembledEntry>* out) {
     oldest_partial = std::min(oldest_partial, p.first_offset);
   while (!ready_.empty() && ready_.begin()->first < oldest_partial) {
     auto node = ready_.extract(ready_.begin());
-    ready_bytes_ -= node.mapped().data.size();
     if (!FirstCopy(node.mapped().stamp)) {
       ++duplicates_;
       continue;

@@ -31,9 +31,10 @@
 // show it can never complete: a later record of the same session that is not its next chunk
 // (one process produces an entry's chunks back to back, in order), a record of the same origin
 // from another session (the writer restarted), a fence of a higher epoch (it could never be
-// read anyway), a record encoded more than `torn_after_ms` after its first chunk (its writer's
-// producer gives up on a record after the append timeout), or complete entries waiting behind
-// it of more than twice the largest entry size.
+// read anyway), or a record encoded more than `torn_after_ms` after its first chunk (its
+// writer's producer gives up on a record after the append timeout, at most 30 s). Nothing else:
+// an entry of another live writer may still complete, and dropping it would lose it. So what is
+// held back behind a torn entry is bounded by what its namespace receives in torn_after_ms.
 #pragma once
 
 #include <cstddef>
@@ -175,7 +176,6 @@ class EntryAssembler {
   uint64_t duplicates_ = 0;
   uint64_t torn_ = 0;
   size_t buffered_bytes_ = 0;
-  size_t ready_bytes_ = 0;  // in ready_
 };
 
 }  // namespace wal

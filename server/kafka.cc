@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <system_error>
 #include <thread>
 
 #include "absl/strings/numbers.h"
@@ -348,8 +349,12 @@ namespace {
 
 // librdkafka 2.0.2 never times out a watermark query whose partition leader is down (fixed in
 // 2.3.0): a query waits until the broker is back. So each try runs on a thread of its own, and
-// a caller whose time is up stops waiting for it; the try finishes whenever Kafka answers.
+// a caller whose time is up (or who is shutting down) stops waiting for it; the try finishes
+// whenever Kafka answers. At most kMaxAbandonedQueries such threads wait at once: past that,
+// queries fail at once, so that a long outage cannot pile threads up.
+constexpr int kMaxAbandonedQueries = 64;
 std::atomic<int> abandoned_queries{0};
+std::atomic<uint64_t> cancellations{0};  // CancelWatermarkQueries() calls
 
 struct WatermarkQuery {
   std::mutex mu;
@@ -362,21 +367,35 @@ struct WatermarkQuery {
 
 rd_kafka_resp_err_t QueryOnce(rd_kafka_t* rk, const std::string& topic, int32_t partition,
                               int timeout_ms, Watermarks* out) {
+  const uint64_t cancelled_before = cancellations.load();
+  if (abandoned_queries.load() >= kMaxAbandonedQueries) {
+    return RD_KAFKA_RESP_ERR__TIMED_OUT;
+  }
   auto query = std::make_shared<WatermarkQuery>();
-  std::thread([query, rk, topic, partition, timeout_ms] {
-    Watermarks marks;
-    const rd_kafka_resp_err_t err = rd_kafka_query_watermark_offsets(
-        rk, topic.c_str(), partition, &marks.low, &marks.high, timeout_ms);
-    std::lock_guard<std::mutex> lock(query->mu);
-    query->marks = marks;
-    query->err = err;
-    query->done = true;
-    if (query->abandoned) --abandoned_queries;
-    query->cv.notify_all();
-  }).detach();
+  try {
+    std::thread([query, rk, topic, partition, timeout_ms] {
+      Watermarks marks;
+      const rd_kafka_resp_err_t err = rd_kafka_query_watermark_offsets(
+          rk, topic.c_str(), partition, &marks.low, &marks.high, timeout_ms);
+      std::lock_guard<std::mutex> lock(query->mu);
+      query->marks = marks;
+      query->err = err;
+      query->done = true;
+      if (query->abandoned) --abandoned_queries;
+      query->cv.notify_all();
+    }).detach();
+  } catch (const std::system_error&) {
+    return RD_KAFKA_RESP_ERR__TIMED_OUT;  // no thread to be had: as if Kafka did not answer
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   std::unique_lock<std::mutex> lock(query->mu);
-  if (!query->cv.wait_for(lock, std::chrono::milliseconds(timeout_ms),
-                          [&] { return query->done; })) {
+  // Wakes every 100 ms to see whether shutdown cancelled the queries.
+  while (!query->done && cancellations.load() == cancelled_before &&
+         std::chrono::steady_clock::now() < deadline) {
+    query->cv.wait_until(lock, std::min(deadline, std::chrono::steady_clock::now() +
+                                                      std::chrono::milliseconds(100)));
+  }
+  if (!query->done) {
     query->abandoned = true;
     ++abandoned_queries;
     return RD_KAFKA_RESP_ERR__TIMED_OUT;
@@ -386,6 +405,8 @@ rd_kafka_resp_err_t QueryOnce(rd_kafka_t* rk, const std::string& topic, int32_t 
 }
 
 }  // namespace
+
+void CancelWatermarkQueries() { ++cancellations; }
 
 int AbandonedWatermarkQueries() { return abandoned_queries.load(); }
 

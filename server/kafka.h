@@ -127,6 +127,8 @@ struct Watermarks {
 // Queries still running in librdkafka that their callers stopped waiting for (see kafka.cc):
 // the client they use must not be destroyed while there are any.
 int AbandonedWatermarkQueries();
+// For shutdown: every watermark query running now fails at once (_TIMED_OUT).
+void CancelWatermarkQueries();
 absl::StatusOr<Watermarks> QueryWatermarks(rd_kafka_t* rk, const std::string& topic,
                                            int32_t partition, int timeout_ms);
 

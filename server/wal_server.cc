@@ -44,6 +44,11 @@ absl::Status Validate(const ServerOptions& o) {
   if (o.append_timeout.count() < 100 || o.admin_timeout.count() < 100) {
     return absl::InvalidArgumentError("append_timeout and admin_timeout must be at least 100 ms");
   }
+  // Readers give up a torn split entry once a record encoded 60 s after its first chunk
+  // arrives (server/codec.h): no chunk may land later, with 30 s to spare for clocks.
+  if (o.append_timeout.count() > 30000) {
+    return absl::InvalidArgumentError("append_timeout must be at most 30000 ms");
+  }
   return absl::OkStatus();
 }
 
@@ -324,6 +329,7 @@ void WalServer::Shutdown(std::chrono::milliseconds grace) {
   // flight finish within it and reach their callers.
   if (reader_) reader_->Stop();
   const auto fail_pending = [this] {
+    CancelWatermarkQueries();
     if (writer_) writer_->FailPending();
     if (meta_) meta_->FailPending();
   };
@@ -365,7 +371,6 @@ void WalServer::Shutdown(std::chrono::milliseconds grace) {
         "clients open",
         stuck);
     static auto* kept = new std::vector<std::shared_ptr<void>>();
-    kept->emplace_back(std::shared_ptr<MetaStore>(std::move(meta_)));
     kept->emplace_back(std::shared_ptr<rd_kafka_t>(admin_.release(), [](rd_kafka_t*) {}));
     kept->emplace_back(std::shared_ptr<MockCluster>(std::move(mock_)));
   }

@@ -489,7 +489,11 @@ grpc::ServerUnaryReactor* WalServiceImpl::AcquireNamespace(
                                                       "); acquire again"));
     }
     auto end = SlotEnd(state->slot, deadline);
-    if (!end.ok()) return end.status();
+    if (!end.ok()) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("namespace ", ns_id, " was acquired with epoch ", epoch,
+                       ", but its end was not read (", end.status().ToString(), ")"));
+    }
     Fill(*state, *end, response->mutable_namespace_());
     response->set_epoch(epoch);
     spdlog::info("namespace {} acquired with epoch {}, fence at offset {}", ns_id, epoch,

@@ -85,7 +85,13 @@ TEST(KafkaOutage, AdminCallsThatFailedDuringAnOutageNeverTakeEffect) {
   ASSERT_TRUE(broker.Run("start"));
   auto server = ServerProcess::Start(KafkaServerArgs(broker.Bootstrap(), UniqueName("admin")));
   ASSERT_TRUE(server.ok()) << server.status();
-  auto client = Connect((*server)->address(), seconds(2));
+  ClientOptions options;
+  options.target = (*server)->address();
+  options.timeout = seconds(2);
+  options.max_retries = 0;  // one attempt each: its answer is the server's
+  auto connected = Client::Connect(options);
+  ASSERT_TRUE(connected.ok()) << connected.status();
+  auto& client = *connected;
   for (uint64_t id : {1, 2, 3}) ASSERT_TRUE(client->CreateNamespace(id).ok());
   auto ids = client->Append(3, {"a", "b"});
   ASSERT_TRUE(ids.ok()) << ids.status();
@@ -154,7 +160,8 @@ TEST(KafkaOutage, SigtermWhileKafkaIsDownExitsWithinTenSeconds) {
   std::cerr << "RESULT sigterm with Kafka down: exit " << exit_code << " after "
             << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms\n";
   EXPECT_EQ(exit_code, 0);
-  EXPECT_LT(took, seconds(10));
+  // The 5 s grace and closing the clients; walserver's last-resort exit comes at 9 s.
+  EXPECT_LT(took, seconds(7));
 }
 
 }  // namespace

@@ -176,20 +176,27 @@ TEST_F(KafkaProcessTest, AFollowReadPassesAnEntryTornByACrashWithinASecond) {
     ASSERT_TRUE(client->CreateNamespace(1).ok());
     ASSERT_TRUE(client->Append(1, {"before"}).ok());
     const uint64_t end = client->GetNamespace(1)->next_entry_id();
+    absl::Status big_result;
     std::thread big([&] {
       ClientOptions options;
       options.target = server->address();
       options.max_retries = 0;
       auto once = Client::Connect(options);
-      if (once.ok()) (void)(*once)->Append(1, {std::string(60 << 20, 't')});
+      big_result =
+          once.ok() ? (*once)->Append(1, {std::string(60 << 20, 't')}).status() : once.status();
     });
     // Kill as soon as the first records of the entry are in Kafka.
     const auto give_up = Clock::now() + seconds(30);
-    while (client->GetNamespace(1)->next_entry_id() == end && Clock::now() < give_up) {
+    uint64_t now = end;
+    while (now == end && Clock::now() < give_up) {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      auto info = client->GetNamespace(1);
+      if (info.ok()) now = info->next_entry_id();
     }
     server->Kill();
     big.join();
+    ASSERT_GT(now, end) << "no record of the entry reached Kafka";
+    ASSERT_FALSE(big_result.ok()) << "the entry was acknowledged before the kill";
   }
   auto server = StartServer(name);
   ASSERT_NE(server, nullptr);
