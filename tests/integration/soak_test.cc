@@ -1,0 +1,149 @@
+// Readers that stall, readers that follow and plain reads with deadlines, while writers append
+// entries split over several records and walserver is killed (kill -9) and restarted every few
+// seconds, so that some of its split entries are torn. Afterwards the checker reads everything
+// back. WAL_SOAK_SECONDS sets the length (20 s in ./scripts/test.sh; scripts/soak.sh runs it
+// for longer).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "tests/support/checker.h"
+#include "tests/support/test_util.h"
+
+namespace wal::testing {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+constexpr uint64_t kNamespaces = 4;
+
+struct ReadCounts {
+  std::atomic<uint64_t> entries{0};
+  std::atomic<uint64_t> out_of_order{0};  // an id not above the one before, within a namespace
+  std::atomic<uint64_t> deadline_missed{0};
+  std::atomic<uint64_t> reads{0};
+};
+
+// Follows `ns` from the start until `stop`, resuming after each restart past the last entry it
+// got; with `stall`, sleeps up to 3 s now and then without pulling.
+void Follow(const std::string& address, uint64_t ns, bool stall, uint32_t seed,
+            const std::atomic<bool>& stop, ReadCounts& counts) {
+  std::mt19937 rng(seed);
+  ClientOptions options;
+  options.target = address;
+  auto client = Client::Connect(options);
+  if (!client.ok()) return;
+  int64_t last = -1;  // the id of the last entry received (ids start at 0)
+  while (!stop.load()) {
+    ReadOptions read;
+    read.namespace_id = ns;
+    read.start_entry_id = static_cast<uint64_t>(last + 1);
+    read.follow = true;
+    auto stream = (*client)->OpenRead(read);
+    std::atomic<bool> ended{false};
+    // A follow read pulls until stopped: cancel it from aside when the test ends.
+    std::thread canceller([&] {
+      while (!stop.load() && !ended.load()) std::this_thread::sleep_for(milliseconds(50));
+      stream->Cancel();
+    });
+    v1::Entry entry;
+    while (stream->Next(&entry)) {
+      if (static_cast<int64_t>(entry.entry_id()) <= last) ++counts.out_of_order;
+      last = static_cast<int64_t>(entry.entry_id());
+      ++counts.entries;
+      if (stall && rng() % 200 == 0) std::this_thread::sleep_for(milliseconds(rng() % 3000));
+    }
+    ended = true;
+    canceller.join();
+    if (!stop.load()) std::this_thread::sleep_for(milliseconds(100));  // walserver restarting
+  }
+}
+
+TEST(SoakTest, StallingReadersFollowersAndCrashesInsideSplitEntries) {
+  const std::string brokers = TestBrokers();
+  ASSERT_FALSE(brokers.empty()) << kNoKafka;
+  const char* env = std::getenv("WAL_SOAK_SECONDS");
+  const int soak_seconds = env != nullptr ? std::atoi(env) : 20;
+  std::vector<std::string> args = KafkaServerArgs(brokers, UniqueName("soak"));
+  args.push_back("--name=soak-writer");       // a restart is recognised by its origin
+  args.push_back("--max_record_bytes=8192");  // entries of 20 KB: 3 records each
+  auto server = ServerProcess::Start(args);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string address = (*server)->address();
+  auto admin = Connect(address, seconds(30));
+  std::vector<uint64_t> namespaces;
+  for (uint64_t ns = 1; ns <= kNamespaces; ++ns) {
+    ASSERT_TRUE(admin->CreateNamespace(ns).ok());
+    namespaces.push_back(ns);
+  }
+
+  Workload workload([&] { return Connect(address, seconds(10)); }, namespaces, 20000, 2);
+  workload.Start();
+  std::atomic<bool> stop{false};
+  ReadCounts follow_counts;
+  ReadCounts stall_counts;
+  ReadCounts plain_counts;
+  std::vector<std::thread> readers;
+  for (uint64_t ns = 1; ns <= kNamespaces; ++ns) {
+    readers.emplace_back(Follow, address, ns, false, 10 + ns, std::cref(stop),
+                         std::ref(follow_counts));
+    readers.emplace_back(Follow, address, ns, true, 20 + ns, std::cref(stop),
+                         std::ref(stall_counts));
+  }
+  // Plain reads with a 15 s deadline: each ends OK, or UNAVAILABLE across a restart; never by
+  // its deadline.
+  readers.emplace_back([&] {
+    std::mt19937 rng(7);
+    auto client = Connect(address, seconds(15));
+    while (!stop.load()) {
+      auto entries = client->ReadAll(1 + rng() % kNamespaces);
+      ++plain_counts.reads;
+      if (entries.ok()) {
+        plain_counts.entries += entries->size();
+      } else if (absl::IsDeadlineExceeded(entries.status())) {
+        ++plain_counts.deadline_missed;
+        ADD_FAILURE() << "a plain read missed its deadline: " << entries.status();
+      }
+    }
+  });
+
+  // kill -9 every 2-4 s, while entries are being sent.
+  std::mt19937 rng(3);
+  int kills = 0;
+  const auto end = Clock::now() + seconds(soak_seconds);
+  while (Clock::now() < end) {
+    std::this_thread::sleep_for(milliseconds(2000 + rng() % 2000));
+    ASSERT_TRUE((*server)->Restart().ok());
+    ++kills;
+  }
+  std::this_thread::sleep_for(seconds(2));  // the followers catch up with the last appends
+  workload.Stop();
+  stop = true;
+  for (auto& t : readers) t.join();
+
+  auto reader = Connect(address, seconds(60));
+  const Verdict verdict = workload.Check(*reader);
+  std::cerr << "RESULT soak " << soak_seconds << " s: " << kills << " kills; " << verdict.Summary()
+            << "; followers read " << follow_counts.entries << ", stalling " << stall_counts.entries
+            << ", " << plain_counts.reads << " plain reads of " << plain_counts.entries
+            << " entries; out of order " << follow_counts.out_of_order << "/"
+            << stall_counts.out_of_order << "; deadlines missed " << plain_counts.deadline_missed
+            << "\n";
+  EXPECT_TRUE(verdict.clean()) << verdict.Summary();
+  EXPECT_GT(verdict.acknowledged, 0u);
+  EXPECT_GT(kills, 0);
+  EXPECT_EQ(follow_counts.out_of_order, 0u);
+  EXPECT_EQ(stall_counts.out_of_order, 0u);
+  EXPECT_EQ(plain_counts.deadline_missed, 0u);
+  EXPECT_GT(follow_counts.entries, 0u);
+  EXPECT_GT(stall_counts.entries, 0u);
+}
+
+}  // namespace
+}  // namespace wal::testing
