@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -350,10 +351,13 @@ namespace {
 // librdkafka 2.0.2 never times out a watermark query whose partition leader is down (fixed in
 // 2.3.0): a query waits until the broker is back. So each try runs on a thread of its own, and
 // a caller whose time is up (or who is shutting down) stops waiting for it; the try finishes
-// whenever Kafka answers. At most kMaxAbandonedQueries such threads wait at once: past that,
-// queries fail at once, so that a long outage cannot pile threads up.
-constexpr int kMaxAbandonedQueries = 64;
+// whenever Kafka answers. At most kMaxAbandonedQueriesPerPartition such threads wait on one
+// partition: past that, its queries fail at once, so that a broker gone for good cannot pile
+// threads up (and the other partitions are not held hostage).
+constexpr int kMaxAbandonedQueriesPerPartition = 8;
 std::atomic<int> abandoned_queries{0};
+std::mutex abandoned_mu;
+std::map<std::pair<std::string, int32_t>, int> abandoned_per_partition;  // under abandoned_mu
 std::atomic<uint64_t> cancellations{0};  // CancelWatermarkQueries() calls
 
 struct WatermarkQuery {
@@ -368,8 +372,12 @@ struct WatermarkQuery {
 rd_kafka_resp_err_t QueryOnce(rd_kafka_t* rk, const std::string& topic, int32_t partition,
                               int timeout_ms, Watermarks* out) {
   const uint64_t cancelled_before = cancellations.load();
-  if (abandoned_queries.load() >= kMaxAbandonedQueries) {
-    return RD_KAFKA_RESP_ERR__TIMED_OUT;
+  {
+    std::lock_guard<std::mutex> lock(abandoned_mu);
+    auto it = abandoned_per_partition.find({topic, partition});
+    if (it != abandoned_per_partition.end() && it->second >= kMaxAbandonedQueriesPerPartition) {
+      return RD_KAFKA_RESP_ERR__TIMED_OUT;
+    }
   }
   auto query = std::make_shared<WatermarkQuery>();
   try {
@@ -381,7 +389,13 @@ rd_kafka_resp_err_t QueryOnce(rd_kafka_t* rk, const std::string& topic, int32_t 
       query->marks = marks;
       query->err = err;
       query->done = true;
-      if (query->abandoned) --abandoned_queries;
+      if (query->abandoned) {
+        --abandoned_queries;
+        std::lock_guard<std::mutex> count_lock(abandoned_mu);
+        if (--abandoned_per_partition[{topic, partition}] == 0) {
+          abandoned_per_partition.erase({topic, partition});
+        }
+      }
       query->cv.notify_all();
     }).detach();
   } catch (const std::system_error&) {
@@ -398,6 +412,8 @@ rd_kafka_resp_err_t QueryOnce(rd_kafka_t* rk, const std::string& topic, int32_t 
   if (!query->done) {
     query->abandoned = true;
     ++abandoned_queries;
+    std::lock_guard<std::mutex> count_lock(abandoned_mu);
+    ++abandoned_per_partition[{topic, partition}];
     return RD_KAFKA_RESP_ERR__TIMED_OUT;
   }
   *out = query->marks;
@@ -415,6 +431,7 @@ absl::StatusOr<Watermarks> QueryWatermarks(rd_kafka_t* rk, const std::string& to
   // Retries what a retry may cure (a leader just elected, a broker reconnecting) while time is
   // left; librdkafka 2.0.2 can overrun a single query's timeout, so each try gets a slice.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  const uint64_t cancelled_before = cancellations.load();
   while (true) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
                           deadline - std::chrono::steady_clock::now())
@@ -425,7 +442,7 @@ absl::StatusOr<Watermarks> QueryWatermarks(rd_kafka_t* rk, const std::string& to
     if (!err) return w;
     absl::Status status =
         KafkaErrorToStatus(err, absl::StrCat("querying the end of ", topic, "[", partition, "]"));
-    if (!absl::IsUnavailable(status) ||
+    if (!absl::IsUnavailable(status) || cancellations.load() != cancelled_before ||
         std::chrono::steady_clock::now() + std::chrono::milliseconds(100) >= deadline) {
       return status;
     }

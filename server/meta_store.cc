@@ -106,8 +106,10 @@ MetaStore::~MetaStore() {
   {
     std::lock_guard lock(mu_);
     stop_.store(true);
+    failing_.store(true);  // releases RedeleteLoop's waits
   }
   redelete_cv_.notify_all();
+  applied_.notify_all();
   if (redelete_thread_.joinable()) redelete_thread_.join();
   if (tail_thread_.joinable()) tail_thread_.join();
   if (AbandonedWatermarkQueries() > 0) {
@@ -142,10 +144,15 @@ void MetaStore::RedeleteLoop() {
         state = table_.DeletedButStale(id);
       }
       if (!state) continue;
-      auto offset = ProduceAndApply(
-          id, MakeRecord(NamespaceRecord::DELETE, *state, options_.writer), deadline);
+      NamespaceRecord deletion = MakeRecord(NamespaceRecord::DELETE, *state, options_.writer);
+      deletion.set_incarnation(state->meta_offset);
+      auto offset = ProduceAndApply(id, deletion, deadline);
       if (!offset.ok()) {
-        spdlog::warn("restating the deletion of namespace {}: {}", id, offset.status().ToString());
+        spdlog::warn("restating the deletion of namespace {}: {}; trying again", id,
+                     offset.status().ToString());
+        std::unique_lock retry_lock(mu_);
+        redelete_.push_back(id);
+        redelete_cv_.wait_for(retry_lock, std::chrono::seconds(1), [this] { return stop_.load(); });
         continue;
       }
       spdlog::info("namespace {}: restated its deletion after a record written from a stale view",
@@ -284,6 +291,11 @@ absl::StatusOr<int64_t> MetaStore::ProduceAndApply(uint64_t namespace_id,
 absl::StatusOr<int64_t> MetaStore::ProduceAndApply(const std::string& key, std::string value,
                                                    Clock::time_point deadline) {
   if (failing_.load()) return absl::UnavailableError("walserver is shutting down");
+  if (Clock::now() >= deadline) {
+    return absl::DeadlineExceededError(
+        "no time left to write the metadata record; nothing was "
+        "changed");
+  }
   absl::StatusOr<Producer*> producer = LiveProducer();
   if (!producer.ok()) return producer.status();
   auto [delivery, result] = PromiseDelivery::New(std::move(value));
@@ -301,7 +313,13 @@ absl::StatusOr<int64_t> MetaStore::ProduceAndApply(const std::string& key, std::
           : deadline - std::min<Clock::duration>(std::chrono::milliseconds(200),
                                                  std::max<Clock::duration>(Clock::duration::zero(),
                                                                            (deadline - now) / 4));
-  if (result.wait_until(take_back_at) != std::future_status::ready) {
+  // Taking back costs the other unsent records too: only when Kafka took nothing for a while.
+  const bool may_take_back = take_back_at - now >= std::chrono::milliseconds(500);
+  if (!may_take_back && result.wait_until(deadline) != std::future_status::ready) {
+    return absl::DeadlineExceededError(
+        "Kafka did not acknowledge the metadata record in time; it may still take effect");
+  }
+  if (may_take_back && result.wait_until(take_back_at) != std::future_status::ready) {
     // A failed call must not take effect later: take the record back if it was never sent
     // (with it, the other unsent records, whose calls then fail likewise: Kafka has taken
     // nothing for the whole wait). One that may have reached Kafka cannot be taken back; the

@@ -112,7 +112,8 @@ ApplyOutcome NamespaceTable::Apply(uint64_t id, const NamespaceRecord& r, int64_
     row.latest_record_stale = !deletion;
     return deletion ? ApplyOutcome::kIgnored : ApplyOutcome::kStaleAfterDelete;
   }
-  if (!row.state.SameAssignment(r)) {
+  if (!row.state.SameAssignment(r) ||
+      (r.incarnation() != 0 && r.incarnation() != row.state.meta_offset)) {
     row.latest_record_stale = true;
     return ApplyOutcome::kIgnored;
   }

@@ -186,6 +186,9 @@ absl::StatusOr<std::unique_ptr<WalServer>> WalServer::Start(ServerOptions o) {
   // Feeds the broker and traffic metrics.
   writer_kafka["statistics.interval.ms"] = "5000";
   writer_kafka = with_user_properties(writer_kafka);
+  // Not overridable: readers rely on no record landing later than append_timeout after it was
+  // encoded (see the torn-entry rules in server/codec.h).
+  writer_kafka["message.timeout.ms"] = std::to_string(o.append_timeout.count());
   auto writer = EntryWriter::Create(writer_kafka, writer_options, o.name);
   if (!writer.ok()) return writer.status();
   self->writer_ = std::move(*writer);

@@ -227,5 +227,21 @@ TEST(NamespaceTable, AChangeAfterADeleteIsStaleUntilTheDeletionIsRestated) {
   EXPECT_FALSE(table.Get(1).has_value());
 }
 
+TEST(NamespaceTable, ARestatedDeletionNeverDeletesTheNamespaceCreatedAgain) {
+  NamespaceTable table(ThreeSlots());
+  table.Apply(1, Record(NamespaceRecord::CREATE, {"w_0", 0}, 10), 1);
+  table.Apply(1, Record(NamespaceRecord::DELETE, {"w_0", 0}, 10), 2);
+  table.Apply(1, Record(NamespaceRecord::TRUNCATE, {"w_0", 0}, 10, 12), 3);  // stale view
+  // Created again, in the same slot at the same start (nothing was written there since).
+  ASSERT_EQ(table.Apply(1, Record(NamespaceRecord::CREATE, {"w_0", 0}, 10), 4),
+            ApplyOutcome::kCreated);
+  // The deletion restated for the first incarnation lands after that.
+  NamespaceRecord restated = Record(NamespaceRecord::DELETE, {"w_0", 0}, 10);
+  restated.set_incarnation(1);
+  EXPECT_EQ(table.Apply(1, restated, 5), ApplyOutcome::kIgnored);
+  EXPECT_TRUE(table.Get(1).has_value()) << "the namespace created again was deleted";
+  EXPECT_TRUE(table.LatestRecordStale(1)) << "its assignment must be restated after it";
+}
+
 }  // namespace
 }  // namespace wal
