@@ -264,6 +264,7 @@ void EntryAssembler::Complete(int64_t first_offset, const RecordHeader& header, 
     Release(out);
     return;
   }
+  ready_bytes_ += data.size();
   ready_.emplace(first_offset, AssembledEntry{static_cast<uint64_t>(first_offset), std::move(data),
                                               header.stamp});
   Release(out);
@@ -340,12 +341,21 @@ void EntryAssembler::Release(std::vector<AssembledEntry>* out) {
     oldest_partial = std::min(oldest_partial, p.first_offset);
   while (!ready_.empty() && ready_.begin()->first < oldest_partial) {
     auto node = ready_.extract(ready_.begin());
+    ready_bytes_ -= node.mapped().data.size();
     if (!FirstCopy(node.mapped().stamp)) {
       ++duplicates_;
       continue;
     }
     out->push_back(std::move(node.mapped()));
   }
+}
+
+std::optional<int64_t> EntryAssembler::oldest_incomplete() const {
+  std::optional<int64_t> oldest;
+  for (const auto& [nonce, p] : partials_) {
+    if (!oldest || p.first_offset < *oldest) oldest = p.first_offset;
+  }
+  return oldest;
 }
 
 void EntryAssembler::Flush(std::vector<AssembledEntry>* out) {

@@ -33,8 +33,8 @@
 // from another session (the writer restarted), a fence of a higher epoch (it could never be
 // read anyway), or a record encoded more than `torn_after_ms` after its first chunk (its
 // writer's producer gives up on a record after the append timeout, at most 30 s). Nothing else:
-// an entry of another live writer may still complete, and dropping it would lose it. So what is
-// held back behind a torn entry is bounded by what its namespace receives in torn_after_ms.
+// an entry of another live writer may still complete, and dropping it would lose it. A reader
+// bounds what it holds back with held_bytes() instead (server/entry_reader.cc).
 #pragma once
 
 #include <cstddef>
@@ -145,6 +145,10 @@ class EntryAssembler {
   uint64_t torn() const { return torn_; }
   // Bytes held in incomplete entries.
   size_t buffered_bytes() const { return buffered_bytes_; }
+  // Bytes held in all: incomplete entries and complete ones waiting behind them.
+  size_t held_bytes() const { return buffered_bytes_ + ready_bytes_; }
+  // The id of the earliest incomplete entry, if any: where a read that gives up resumes.
+  std::optional<int64_t> oldest_incomplete() const;
 
  private:
   struct Partial {
@@ -176,6 +180,7 @@ class EntryAssembler {
   uint64_t duplicates_ = 0;
   uint64_t torn_ = 0;
   size_t buffered_bytes_ = 0;
+  size_t ready_bytes_ = 0;  // in ready_
 };
 
 }  // namespace wal

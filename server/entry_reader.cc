@@ -121,6 +121,20 @@ class EntryReader::Member {
     if (key != params_.namespace_id || offset < start_ || offset >= end_) return;
     assembler_.Add(offset, value, &ready_);
     TakeReady();
+    // Behind an incomplete split entry that may still complete (another writer's), entries
+    // wait; past a bound the read ends rather than hold more, or give the entry up and lose it
+    // if it does complete. A torn entry is given up within a minute (server/codec.h), so reading
+    // again from it then goes on.
+    if (assembler_.held_bytes() > 2 * reader_->options_.max_entry_bytes) {
+      const int64_t resume = assembler_.oldest_incomplete().value_or(offset);
+      Flush();
+      Finish(absl::UnavailableError(
+          absl::StrCat("entry ", resume, " of namespace ", params_.namespace_id,
+                       " is incomplete and ", assembler_.held_bytes(),
+                       " bytes of entries wait behind it; it may be torn by a writer "
+                       "that failed: read again from entry ",
+                       resume, " in a minute")));
+    }
   }
 
   // The scan is at `position` and has nothing more just now (scan thread): queue what is

@@ -225,8 +225,10 @@ class Core : public ::testing::Test {
     NewReader(ReaderOptions().read_queue_bytes);
   }
 
-  void NewReader(size_t read_queue_bytes) {
+  void NewReader(size_t read_queue_bytes,
+                 uint64_t max_entry_bytes = ReaderOptions().max_entry_bytes) {
     ReaderOptions reader_options;
+    reader_options.max_entry_bytes = max_entry_bytes;
     reader_options.batch_bytes = 4096;  // many small batches: more hand-offs per read
     reader_options.read_queue_bytes = read_queue_bytes;
     reader_ = std::make_unique<EntryReader>(properties_, reader_options, meta_.get(), &metrics_,
@@ -728,6 +730,51 @@ TEST_F(Core, ARecordFromAStaleViewAfterADeleteIsFollowedByTheDeletionAgain) {
   EXPECT_EQ(kinds,
             (std::vector<Kind::Kind>{Kind::CREATE, Kind::DELETE, Kind::TRUNCATE, Kind::DELETE}));
   EXPECT_FALSE(meta_->Get(1).has_value());
+}
+
+// The first chunk of a split entry whose other chunks never come (its writer failed), then more
+// than twice max_entry_bytes of complete entries of another writer: a read holds no more than
+// that behind it. It ends with UNAVAILABLE naming the entry to read again from, having
+// delivered everything before it, and lost nothing.
+TEST_F(Core, AReadHoldsBackABoundedAmountBehindAnIncompleteEntry) {
+  NewReader(ReaderOptions().read_queue_bytes, /*max_entry_bytes=*/8192);
+  auto state = Create(1);
+  ASSERT_TRUE(state.ok()) << state.status();
+  ASSERT_TRUE(Append({AppendItem{state->slot, 1, "before", EntryStamp{0, 1, 1}}}).ok());
+  const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count();
+  // Another session and origin, encoded now: nothing shows yet that it cannot complete.
+  const auto torn =
+      EncodeEntry(std::string(3000, 't'), 12345, kMaxRecordBytes, {}, {777, 888, now_ms});
+  ASSERT_GT(torn.size(), 1u);
+  auto producer = Producer::Create(properties_, "failed-writer");
+  ASSERT_TRUE(producer.ok()) << producer.status();
+  struct Ack : DeliveryHandler {
+    std::promise<std::pair<rd_kafka_resp_err_t, int64_t>> done;
+    void OnDelivery(rd_kafka_resp_err_t err, int64_t offset) override {
+      done.set_value({err, offset});
+    }
+  } ack;
+  ASSERT_TRUE((*producer)
+                  ->Produce(state->slot.topic, state->slot.partition, EncodeKey(1), torn[0], &ack)
+                  .ok());
+  const auto [err, torn_at] = ack.done.get_future().get();
+  ASSERT_EQ(err, RD_KAFKA_RESP_ERR_NO_ERROR);
+  for (uint64_t seq = 2; seq <= 30; ++seq) {  // 29 x 900 bytes > 2 x 8192
+    ASSERT_TRUE(
+        Append({AppendItem{state->slot, 1, std::string(900, 'a'), EntryStamp{0, 1, seq}}}).ok());
+  }
+  auto sink = StartRead(1);
+  auto entries = sink->Wait(seconds(30));
+  ASSERT_FALSE(entries.ok());
+  EXPECT_TRUE(absl::IsUnavailable(entries.status())) << entries.status();
+  EXPECT_NE(entries.status().message().find(absl::StrCat("read again from entry ", torn_at)),
+            absl::string_view::npos)
+      << entries.status();
+  std::vector<v1::Entry> got = sink->entries();
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].data(), "before");
 }
 
 // A fatal error of the metadata producer (its idempotent sequence state, say) no longer fails
