@@ -286,7 +286,11 @@ EntryAssembler::Fate EntryAssembler::FateOf(const Partial& p, const RecordHeader
       theirs.session != mine.session) {
     return Fate::kTorn;  // its writer restarted
   }
-  if (mine.created_ms != 0 && theirs.created_ms - mine.created_ms > torn_after_ms_) {
+  // Unsigned arithmetic: a corrupt record can carry any 64-bit time, and the difference of two
+  // int64 values can overflow; when theirs > mine the unsigned difference is exact.
+  if (mine.created_ms != 0 && theirs.created_ms > mine.created_ms &&
+      static_cast<uint64_t>(theirs.created_ms) - static_cast<uint64_t>(mine.created_ms) >
+          static_cast<uint64_t>(torn_after_ms_)) {
     return Fate::kTorn;  // its writer's producer gave up on the missing chunks long ago
   }
   return Fate::kMayComplete;

@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <limits>
 #include <random>
 #include <set>
+#include <tuple>
 
 namespace wal {
 namespace {
@@ -319,6 +321,26 @@ TEST_F(TornEntry, AFenceOfAHigherEpochShowsIt) {
   a_.Add(10, EncodeFence(1, {7, 8, 1000}), &more);
   EXPECT_EQ(Ids(more), (std::vector<std::string>{"after"}));
   EXPECT_EQ(a_.fenced(), 1u);
+}
+
+TEST(Codec, CreationTimesAtTheEdgesOfTheirRangeCompareWithoutOverflow) {
+  // The creation time is read from the record as it is: a corrupt or hostile record can carry
+  // any 64-bit value. Found by the record fuzzer (signed overflow in the time bound).
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  for (const auto& [first, next, torn] :
+       std::vector<std::tuple<int64_t, int64_t, bool>>{{kMin + 1, kMax, true},
+                                                       {kMax, kMin + 1, false},
+                                                       {-8753160913407277434, 5044031584433340416, true},
+                                                       {kMax, kMax, false}}) {
+    EntryAssembler a(1 << 20);
+    const auto split =
+        EncodeEntry(RandomBytes(250, 1), 100, kRecordHeaderBytes + 100, {}, {5, 9, first});
+    ASSERT_EQ(split.size(), 3u);
+    const auto out = Assemble(a, {split[0], EncodeEntry("next", 101, 1000, {}, {7, 8, next})[0]});
+    EXPECT_EQ(a.torn(), torn ? 1u : 0u) << first << " then " << next;
+    EXPECT_EQ(Ids(out), torn ? std::vector<std::string>{"next"} : std::vector<std::string>{});
+  }
 }
 
 TEST(Codec, AnEntryOfAnotherLiveWriterIsNeverGivenUpForTheBytesBehindIt) {
