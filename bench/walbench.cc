@@ -46,8 +46,10 @@
 #include "client/wal_client.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/create_channel.h"
-#include "server/codec.h"
-#include "server/kafka.h"
+#include "server/kafka/client.h"
+#include "server/kafka/consumer.h"
+#include "server/kafka/producer.h"
+#include "server/log/record_format.h"
 #include "spdlog/spdlog.h"
 
 ABSL_FLAG(std::string, brokers, "", "Kafka bootstrap servers (required)");

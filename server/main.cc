@@ -18,8 +18,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
-#include "server/config.h"
-#include "server/logging.h"
+#include "server/common/config.h"
+#include "server/common/logging.h"
+#include "server/kafka/admin.h"
 #include "server/wal_server.h"
 #include "spdlog/spdlog.h"
 

@@ -20,6 +20,8 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
+#include "server/common/deadline.h"
+#include "server/kafka/admin.h"
 #include "spdlog/spdlog.h"
 
 namespace wal {

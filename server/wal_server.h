@@ -10,15 +10,16 @@
 
 #include "absl/status/statusor.h"
 #include "grpcpp/server.h"
-#include "server/entry_reader.h"
-#include "server/entry_writer.h"
-#include "server/health_service.h"
-#include "server/http_endpoint.h"
-#include "server/kafka.h"
-#include "server/meta_store.h"
-#include "server/metrics.h"
-#include "server/pruner.h"
-#include "server/wal_service.h"
+#include "server/common/metrics.h"
+#include "server/kafka/client.h"
+#include "server/kafka/mock_cluster.h"
+#include "server/log/entry_reader.h"
+#include "server/log/entry_writer.h"
+#include "server/meta/meta_store.h"
+#include "server/meta/pruner.h"
+#include "server/rpc/health_service.h"
+#include "server/rpc/http_endpoint.h"
+#include "server/rpc/wal_service.h"
 
 namespace wal {
 

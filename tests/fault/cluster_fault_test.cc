@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "server/kafka.h"
+#include "server/kafka/client.h"
 #include "tests/support/checker.h"
 #include "tests/support/test_util.h"
 

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "server/codec.h"
+#include "server/log/record_format.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;

@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "server/codec.h"
+#include "server/log/record_format.h"
 #include "tests/support/test_util.h"
 
 namespace wal::testing {

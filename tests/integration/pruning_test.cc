@@ -10,7 +10,8 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "server/kafka.h"
+#include "server/kafka/admin.h"
+#include "server/kafka/client.h"
 #include "tests/support/test_util.h"
 
 namespace wal::testing {

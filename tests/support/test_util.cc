@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/support/client_interceptor.h"
+#include "server/kafka/admin.h"
 
 namespace wal::testing {
 

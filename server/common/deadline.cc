@@ -1,0 +1,28 @@
+#include "server/common/deadline.h"
+
+#include <algorithm>
+#include <cstdint>
+
+namespace wal {
+
+int MillisLeft(Clock::time_point deadline, int cap) {
+  if (deadline == Clock::time_point::max()) return cap;
+  const int64_t left =
+      std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  return static_cast<int>(std::clamp<int64_t>(left, 0, cap));
+}
+
+Clock::time_point AnswerBy(Clock::time_point deadline) {
+  using std::chrono::milliseconds;
+  if (deadline == Clock::time_point::max()) return deadline;
+  const auto left = deadline - Clock::now();
+  return deadline - std::clamp<Clock::duration>(left / 10, milliseconds(10), milliseconds(500));
+}
+
+Clock::time_point Within(Clock::time_point deadline, Clock::duration timeout) {
+  const Clock::time_point now = Clock::now();
+  // No overflow: a deadline of max() is never added to.
+  return deadline - now < timeout ? deadline : now + timeout;
+}
+
+}  // namespace wal

@@ -1,0 +1,342 @@
+#include "server/kafka/admin.h"
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <system_error>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "server/common/deadline.h"
+#include "server/kafka/errors.h"
+#include "spdlog/spdlog.h"
+
+namespace wal {
+
+namespace {
+
+struct AdminOptionsDeleter {
+  void operator()(rd_kafka_AdminOptions_t* o) const { rd_kafka_AdminOptions_destroy(o); }
+};
+struct QueueDeleter {
+  void operator()(rd_kafka_queue_t* q) const { rd_kafka_queue_destroy(q); }
+};
+struct EventDeleter {
+  void operator()(rd_kafka_event_t* e) const { rd_kafka_event_destroy(e); }
+};
+using EventPtr = std::unique_ptr<rd_kafka_event_t, EventDeleter>;
+
+// Runs one admin request and waits for its result event.
+absl::StatusOr<EventPtr> RunAdmin(
+    rd_kafka_t* rk, rd_kafka_admin_op_t op, int timeout_ms,
+    const std::function<void(rd_kafka_AdminOptions_t*, rd_kafka_queue_t*)>& submit) {
+  std::unique_ptr<rd_kafka_queue_t, QueueDeleter> queue(rd_kafka_queue_new(rk));
+  std::unique_ptr<rd_kafka_AdminOptions_t, AdminOptionsDeleter> options(
+      rd_kafka_AdminOptions_new(rk, op));
+  char errstr[512];
+  rd_kafka_AdminOptions_set_request_timeout(options.get(), timeout_ms, errstr, sizeof(errstr));
+  if (op == RD_KAFKA_ADMIN_OP_CREATETOPICS || op == RD_KAFKA_ADMIN_OP_DELETERECORDS) {
+    rd_kafka_AdminOptions_set_operation_timeout(options.get(), timeout_ms, errstr, sizeof(errstr));
+  }
+  submit(options.get(), queue.get());
+  EventPtr event(rd_kafka_queue_poll(queue.get(), timeout_ms + 2000));
+  if (!event) return absl::UnavailableError("Kafka admin request timed out");
+  if (rd_kafka_event_error(event.get())) {
+    return KafkaErrorToStatus(
+        rd_kafka_event_error(event.get()),
+        absl::StrCat("Kafka admin request (", rd_kafka_event_error_string(event.get()), ")"));
+  }
+  return event;
+}
+
+// Number of partitions and replicas of partition 0 of `topic`, from a metadata request.
+absl::StatusOr<std::pair<int, int>> DescribeTopicShape(rd_kafka_t* rk, const std::string& topic,
+                                                       int timeout_ms) {
+  rd_kafka_topic_t* rkt = rd_kafka_topic_new(rk, topic.c_str(), nullptr);
+  const rd_kafka_metadata_t* md = nullptr;
+  rd_kafka_resp_err_t err = rd_kafka_metadata(rk, 0, rkt, &md, timeout_ms);
+  rd_kafka_topic_destroy(rkt);
+  if (err) return KafkaErrorToStatus(err, absl::StrCat("metadata of topic ", topic));
+  std::pair<int, int> shape{-1, -1};
+  absl::Status status = absl::OkStatus();
+  for (int i = 0; i < md->topic_cnt; ++i) {
+    const rd_kafka_metadata_topic_t& t = md->topics[i];
+    if (topic != t.topic) continue;
+    if (t.err) {
+      status = KafkaErrorToStatus(t.err, absl::StrCat("metadata of topic ", topic));
+      break;
+    }
+    shape.first = t.partition_cnt;
+    for (int p = 0; p < t.partition_cnt; ++p) {
+      if (t.partitions[p].id == 0) shape.second = t.partitions[p].replica_cnt;
+      if (t.partitions[p].leader < 0) {
+        status = absl::UnavailableError(
+            absl::StrCat("partition ", t.partitions[p].id, " of ", topic, " has no leader"));
+      }
+    }
+  }
+  rd_kafka_metadata_destroy(md);
+  if (!status.ok()) return status;
+  if (shape.first < 0) return absl::NotFoundError(absl::StrCat("topic ", topic, " not found"));
+  return shape;
+}
+
+absl::StatusOr<std::map<std::string, std::string>> DescribeTopicConfigs(rd_kafka_t* rk,
+                                                                        const std::string& topic,
+                                                                        int timeout_ms) {
+  rd_kafka_ConfigResource_t* resource =
+      rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_TOPIC, topic.c_str());
+  auto event = RunAdmin(rk, RD_KAFKA_ADMIN_OP_DESCRIBECONFIGS, timeout_ms,
+                        [&](rd_kafka_AdminOptions_t* options, rd_kafka_queue_t* queue) {
+                          rd_kafka_DescribeConfigs(rk, &resource, 1, options, queue);
+                        });
+  rd_kafka_ConfigResource_destroy(resource);
+  if (!event.ok()) return event.status();
+  const rd_kafka_DescribeConfigs_result_t* result =
+      rd_kafka_event_DescribeConfigs_result(event->get());
+  size_t count = 0;
+  const rd_kafka_ConfigResource_t** resources =
+      rd_kafka_DescribeConfigs_result_resources(result, &count);
+  std::map<std::string, std::string> configs;
+  for (size_t i = 0; i < count; ++i) {
+    if (rd_kafka_ConfigResource_error(resources[i])) {
+      return KafkaErrorToStatus(rd_kafka_ConfigResource_error(resources[i]),
+                                absl::StrCat("describing topic ", topic));
+    }
+    size_t entry_count = 0;
+    const rd_kafka_ConfigEntry_t** entries =
+        rd_kafka_ConfigResource_configs(resources[i], &entry_count);
+    for (size_t e = 0; e < entry_count; ++e) {
+      const char* value = rd_kafka_ConfigEntry_value(entries[e]);
+      configs[rd_kafka_ConfigEntry_name(entries[e])] = value ? value : "";
+    }
+  }
+  return configs;
+}
+
+// Settings where more than asked for is as good (a topic an operator tuned up is fine).
+bool AtLeastIsEnough(const std::string& key) {
+  return key == "max.message.bytes" || key == "min.insync.replicas";
+}
+
+absl::Status CheckExistingTopic(rd_kafka_t* rk, const TopicSpec& spec, int timeout_ms) {
+  auto shape = DescribeTopicShape(rk, spec.name, timeout_ms);
+  if (!shape.ok()) return shape.status();
+  if (shape->first != spec.partitions) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("topic ", spec.name, " exists with ", shape->first, " partitions, expected ",
+                     spec.partitions, "; fix the topic or the partition setting"));
+  }
+  if (spec.replication_factor > 0 && shape->second < spec.replication_factor) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("topic ", spec.name, " exists with replication factor ", shape->second,
+                     ", expected at least ", spec.replication_factor));
+  }
+  auto configs = DescribeTopicConfigs(rk, spec.name, timeout_ms);
+  if (!configs.ok()) return configs.status();
+  for (const auto& [key, want] : spec.configs) {
+    auto it = configs->find(key);
+    const std::string have = it == configs->end() ? "(unset)" : it->second;
+    int64_t have_n = 0, want_n = 0;
+    const bool ok = have == want || (AtLeastIsEnough(key) && absl::SimpleAtoi(have, &have_n) &&
+                                     absl::SimpleAtoi(want, &want_n) && have_n >= want_n);
+    if (!ok) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("topic ", spec.name, " has ", key, "=", have, ", expected ", want));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+namespace {
+
+// librdkafka 2.0.2 never times out a watermark query whose partition leader is down (fixed in
+// 2.3.0): a query waits until the broker is back. So each try runs on a thread of its own, and
+// a caller whose time is up (or who is shutting down) stops waiting for it; the try finishes
+// whenever Kafka answers. At most kMaxAbandonedQueriesPerPartition such threads wait on one
+// partition: past that, its queries fail at once, so that a broker gone for good cannot pile
+// threads up (and the other partitions are not held hostage).
+constexpr int kMaxAbandonedQueriesPerPartition = 8;
+std::atomic<int> abandoned_queries{0};
+std::mutex abandoned_mu;
+std::map<std::pair<std::string, int32_t>, int> abandoned_per_partition;  // under abandoned_mu
+std::atomic<uint64_t> cancellations{0};  // CancelWatermarkQueries() calls
+
+struct WatermarkQuery {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  bool abandoned = false;
+  rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR_NO_ERROR;
+  Watermarks marks;
+};
+
+rd_kafka_resp_err_t QueryOnce(rd_kafka_t* rk, const std::string& topic, int32_t partition,
+                              int timeout_ms, Watermarks* out) {
+  const uint64_t cancelled_before = cancellations.load();
+  {
+    std::lock_guard<std::mutex> lock(abandoned_mu);
+    auto it = abandoned_per_partition.find({topic, partition});
+    if (it != abandoned_per_partition.end() && it->second >= kMaxAbandonedQueriesPerPartition) {
+      return RD_KAFKA_RESP_ERR__TIMED_OUT;
+    }
+  }
+  auto query = std::make_shared<WatermarkQuery>();
+  try {
+    std::thread([query, rk, topic, partition, timeout_ms] {
+      Watermarks marks;
+      const rd_kafka_resp_err_t err = rd_kafka_query_watermark_offsets(
+          rk, topic.c_str(), partition, &marks.low, &marks.high, timeout_ms);
+      std::lock_guard<std::mutex> lock(query->mu);
+      query->marks = marks;
+      query->err = err;
+      query->done = true;
+      if (query->abandoned) {
+        --abandoned_queries;
+        std::lock_guard<std::mutex> count_lock(abandoned_mu);
+        if (--abandoned_per_partition[{topic, partition}] == 0) {
+          abandoned_per_partition.erase({topic, partition});
+        }
+      }
+      query->cv.notify_all();
+    }).detach();
+  } catch (const std::system_error&) {
+    return RD_KAFKA_RESP_ERR__TIMED_OUT;  // no thread to be had: as if Kafka did not answer
+  }
+  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  std::unique_lock<std::mutex> lock(query->mu);
+  // Wakes every 100 ms to see whether shutdown cancelled the queries.
+  while (!query->done && cancellations.load() == cancelled_before && Clock::now() < deadline) {
+    query->cv.wait_until(lock, std::min(deadline, Clock::now() + std::chrono::milliseconds(100)));
+  }
+  if (!query->done) {
+    query->abandoned = true;
+    ++abandoned_queries;
+    std::lock_guard<std::mutex> count_lock(abandoned_mu);
+    ++abandoned_per_partition[{topic, partition}];
+    return RD_KAFKA_RESP_ERR__TIMED_OUT;
+  }
+  *out = query->marks;
+  return query->err;
+}
+
+}  // namespace
+
+void CancelWatermarkQueries() { ++cancellations; }
+
+int AbandonedWatermarkQueries() { return abandoned_queries.load(); }
+
+absl::StatusOr<Watermarks> QueryWatermarks(rd_kafka_t* rk, const std::string& topic,
+                                           int32_t partition, int timeout_ms) {
+  // Retries what a retry may cure (a leader just elected, a broker reconnecting) while time is
+  // left; librdkafka 2.0.2 can overrun a single query's timeout, so each try gets a slice.
+  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  const uint64_t cancelled_before = cancellations.load();
+  while (true) {
+    Watermarks w;
+    rd_kafka_resp_err_t err =
+        QueryOnce(rk, topic, partition, std::max(1, MillisLeft(deadline, timeout_ms)), &w);
+    if (!err) return w;
+    absl::Status status =
+        KafkaErrorToStatus(err, absl::StrCat("querying the end of ", topic, "[", partition, "]"));
+    if (!absl::IsUnavailable(status) || cancellations.load() != cancelled_before ||
+        Clock::now() + std::chrono::milliseconds(100) >= deadline) {
+      return status;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+absl::Status EnsureTopics(rd_kafka_t* rk, const std::vector<TopicSpec>& topics, int timeout_ms) {
+  std::vector<rd_kafka_NewTopic_t*> new_topics;
+  char errstr[512];
+  for (const TopicSpec& spec : topics) {
+    rd_kafka_NewTopic_t* t = rd_kafka_NewTopic_new(spec.name.c_str(), spec.partitions,
+                                                   spec.replication_factor, errstr, sizeof(errstr));
+    if (t == nullptr) {
+      for (auto* n : new_topics) rd_kafka_NewTopic_destroy(n);
+      return absl::InvalidArgumentError(absl::StrCat("topic ", spec.name, ": ", errstr));
+    }
+    for (const auto& [key, value] : spec.configs) {
+      rd_kafka_NewTopic_set_config(t, key.c_str(), value.c_str());
+    }
+    new_topics.push_back(t);
+  }
+  auto event =
+      RunAdmin(rk, RD_KAFKA_ADMIN_OP_CREATETOPICS, timeout_ms,
+               [&](rd_kafka_AdminOptions_t* options, rd_kafka_queue_t* queue) {
+                 rd_kafka_CreateTopics(rk, new_topics.data(), new_topics.size(), options, queue);
+               });
+  for (auto* n : new_topics) rd_kafka_NewTopic_destroy(n);
+  if (!event.ok()) return event.status();
+  size_t count = 0;
+  const rd_kafka_topic_result_t** results =
+      rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(event->get()), &count);
+  std::set<std::string> existing;
+  for (size_t i = 0; i < count; ++i) {
+    const rd_kafka_resp_err_t err = rd_kafka_topic_result_error(results[i]);
+    const std::string name = rd_kafka_topic_result_name(results[i]);
+    if (err == RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS) {
+      existing.insert(name);
+    } else if (err) {
+      const char* why = rd_kafka_topic_result_error_string(results[i]);
+      return KafkaErrorToStatus(err,
+                                absl::StrCat("creating topic ", name, " (", why ? why : "", ")"));
+    } else {
+      spdlog::info("created topic {}", name);
+    }
+  }
+  if (absl::Status s = WaitForTopics(rk, topics, timeout_ms); !s.ok()) return s;
+  for (const TopicSpec& spec : topics) {
+    if (!existing.count(spec.name)) continue;
+    if (absl::Status s = CheckExistingTopic(rk, spec, timeout_ms); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WaitForTopics(rd_kafka_t* rk, const std::vector<TopicSpec>& topics, int timeout_ms) {
+  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (const TopicSpec& spec : topics) {
+    while (true) {
+      auto shape = DescribeTopicShape(rk, spec.name, 2000);
+      if (shape.ok()) break;
+      if (Clock::now() > deadline) return shape.status();
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> DeleteRecordsBefore(rd_kafka_t* rk, const std::string& topic,
+                                            int32_t partition, int64_t before, int timeout_ms) {
+  rd_kafka_topic_partition_list_t* offsets = rd_kafka_topic_partition_list_new(1);
+  rd_kafka_topic_partition_list_add(offsets, topic.c_str(), partition)->offset = before;
+  rd_kafka_DeleteRecords_t* request = rd_kafka_DeleteRecords_new(offsets);
+  rd_kafka_topic_partition_list_destroy(offsets);
+  auto event = RunAdmin(rk, RD_KAFKA_ADMIN_OP_DELETERECORDS, timeout_ms,
+                        [&](rd_kafka_AdminOptions_t* options, rd_kafka_queue_t* queue) {
+                          rd_kafka_DeleteRecords(rk, &request, 1, options, queue);
+                        });
+  rd_kafka_DeleteRecords_destroy(request);
+  if (!event.ok()) return event.status();
+  const rd_kafka_topic_partition_list_t* result =
+      rd_kafka_DeleteRecords_result_offsets(rd_kafka_event_DeleteRecords_result(event->get()));
+  if (result == nullptr || result->cnt != 1) {
+    return absl::InternalError("DeleteRecords answered without the partition");
+  }
+  if (result->elems[0].err) {
+    return KafkaErrorToStatus(result->elems[0].err,
+                              absl::StrCat("deleting records of ", topic, "[", partition, "]"));
+  }
+  return result->elems[0].offset;
+}
+
+}  // namespace wal

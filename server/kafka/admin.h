@@ -1,0 +1,48 @@
+// Requests about topics and partitions rather than records: watermarks, DeleteRecords, topic
+// creation and checks. Each takes any client handle and a timeout.
+#pragma once
+
+#include <librdkafka/rdkafka.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace wal {
+
+struct Watermarks {
+  int64_t low = 0;   // first offset still in Kafka
+  int64_t high = 0;  // next offset to be written
+};
+// Queries still running in librdkafka that their callers stopped waiting for (see kafka.cc):
+// the client they use must not be destroyed while there are any.
+int AbandonedWatermarkQueries();
+// For shutdown: every watermark query running now fails at once (_TIMED_OUT).
+void CancelWatermarkQueries();
+absl::StatusOr<Watermarks> QueryWatermarks(rd_kafka_t* rk, const std::string& topic,
+                                           int32_t partition, int timeout_ms);
+
+// Deletes the records of a partition below `before` (Kafka's DeleteRecords); returns the new
+// low watermark.
+absl::StatusOr<int64_t> DeleteRecordsBefore(rd_kafka_t* rk, const std::string& topic,
+                                            int32_t partition, int64_t before, int timeout_ms);
+
+struct TopicSpec {
+  std::string name;
+  int partitions = 1;
+  int replication_factor = -1;  // -1: the broker's default
+  std::map<std::string, std::string> configs;
+};
+
+// Creates the topics that are missing and checks the ones that exist: partition count must match
+// and each config in the spec must hold its value (a mismatch is an error; the caller decides).
+absl::Status EnsureTopics(rd_kafka_t* rk, const std::vector<TopicSpec>& topics, int timeout_ms);
+
+// Waits until every topic is known to the client's metadata with its partitions led.
+absl::Status WaitForTopics(rd_kafka_t* rk, const std::vector<TopicSpec>& topics, int timeout_ms);
+
+}  // namespace wal

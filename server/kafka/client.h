@@ -1,0 +1,31 @@
+// Kafka clients: librdkafka handles created from the server's common properties, with
+// librdkafka's log routed to spdlog. One header per role: producer.h, consumer.h, admin.h,
+// mock_cluster.h; errors.h turns librdkafka errors into statuses.
+#pragma once
+
+#include <librdkafka/rdkafka.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace wal {
+
+struct KafkaHandleDeleter {
+  void operator()(rd_kafka_t* rk) const { rd_kafka_destroy(rk); }
+};
+using KafkaHandle = std::unique_ptr<rd_kafka_t, KafkaHandleDeleter>;
+
+// librdkafka properties common to every client of one server (bootstrap.servers, security and
+// any pass-through settings); each client adds its own on top.
+using KafkaProperties = std::map<std::string, std::string>;
+
+// Creates a client of `type` with `properties`; `customize` may add callbacks to the conf.
+absl::StatusOr<KafkaHandle> NewKafkaClient(
+    rd_kafka_type_t type, const KafkaProperties& properties,
+    const std::function<void(rd_kafka_conf_t*)>& customize = nullptr);
+
+}  // namespace wal

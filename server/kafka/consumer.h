@@ -1,0 +1,46 @@
+// A consumer of partitions at absolute offsets, as the slot scans and the meta store use it.
+#pragma once
+
+#include <librdkafka/rdkafka.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "server/kafka/client.h"
+
+namespace wal {
+
+struct MessageDeleter {
+  void operator()(rd_kafka_message_t* m) const { rd_kafka_message_destroy(m); }
+};
+using Message = std::unique_ptr<rd_kafka_message_t, MessageDeleter>;
+
+// A consumer that reads partitions at absolute offsets: no group membership, no commits,
+// auto.offset.reset=error so that records missing from Kafka surface as an error.
+class Consumer {
+ public:
+  static absl::StatusOr<std::unique_ptr<Consumer>> Create(const KafkaProperties& properties,
+                                                          std::string name);
+  ~Consumer();
+
+  absl::Status Assign(const std::string& topic, int32_t partition, int64_t offset);
+  // Moves the assigned partition's fetch position: what was fetched ahead is dropped and
+  // fetching starts again at once. (Assigning again instead, many times a second, trips an
+  // assertion in librdkafka 2.0.2's assignment code.)
+  absl::Status Seek(const std::string& topic, int32_t partition, int64_t offset);
+  absl::Status Unassign();
+  // The next message or event (errors and partition EOF arrive as messages with err set);
+  // nullptr when nothing came within `timeout_ms`.
+  Message Poll(int timeout_ms);
+
+  rd_kafka_t* handle() const { return rk_.get(); }
+
+ private:
+  explicit Consumer(KafkaHandle rk) : rk_(std::move(rk)) {}
+  KafkaHandle rk_;
+};
+
+}  // namespace wal

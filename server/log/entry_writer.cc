@@ -1,0 +1,293 @@
+#include "server/log/entry_writer.h"
+
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "server/common/deadline.h"
+#include "server/kafka/client.h"
+#include "server/kafka/errors.h"
+#include "server/kafka/producer.h"
+#include "server/log/record_format.h"
+#include "spdlog/spdlog.h"
+
+namespace wal {
+
+// One Append call. It completes when its last record is reported or when its timer fires,
+// whichever comes first, and is deleted when both have happened.
+class EntryWriter::Call {
+ public:
+  struct Record : DeliveryHandler {
+    Call* call = nullptr;
+    uint32_t item = 0;
+    bool first_of_entry = false;
+    std::string value;
+    void OnDelivery(rd_kafka_resp_err_t err, int64_t offset) override {
+      call->OnRecord(*this, err, offset);
+    }
+  };
+
+  Call(EntryWriter* writer, size_t items, size_t records, Callback done)
+      : records(records), writer_(writer), ids_(items, 0), done_(std::move(done)) {
+    // One pending count per record plus one for Append while it produces.
+    pending_ = static_cast<int>(records) + 1;
+  }
+
+  std::vector<Record> records;
+  std::multimap<Clock::time_point, Call*>::iterator timer;
+  bool timer_armed = false;  // guarded by the writer's timer_mu_
+
+  // `n` records will not be reported (never sent), or Append is done producing.
+  void RecordsDone(int n) {
+    if (pending_.fetch_sub(n) == n) {
+      Finish(first_error());
+      Unref();
+    }
+  }
+
+  void Fail(absl::Status status) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (error_.ok()) error_ = std::move(status);
+  }
+
+  void Finish(absl::Status status) {
+    if (finished_.exchange(true)) return;
+    if (writer_->DisarmTimer(this)) Unref();  // the other reference is still held by our caller
+    if (status.ok()) {
+      done_(std::move(ids_));
+    } else {
+      done_(std::move(status));
+    }
+  }
+
+  // Two references: the records (dropped when the last is reported) and the timer.
+  void Unref() {
+    if (refs_.fetch_sub(1) == 1) delete this;
+  }
+
+ private:
+  void OnRecord(const Record& r, rd_kafka_resp_err_t err, int64_t offset) {
+    if (err) {
+      Fail(KafkaErrorToStatus(err, "appending to Kafka"));
+    } else if (r.first_of_entry) {
+      if (offset < 0) {
+        // A retried batch that the broker had already written: durable, but its offset unknown.
+        Fail(absl::UnavailableError("Kafka acknowledged an entry without its offset; retry"));
+      } else {
+        ids_[r.item] = static_cast<uint64_t>(offset);
+      }
+    }
+    RecordsDone(1);
+  }
+
+  absl::Status first_error() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return error_;
+  }
+
+  EntryWriter* writer_;
+  std::vector<uint64_t> ids_;
+  Callback done_;
+  std::atomic<int> pending_{0};
+  std::atomic<int> refs_{2};
+  std::atomic<bool> finished_{false};
+  std::mutex mu_;
+  absl::Status error_;
+};
+
+absl::StatusOr<std::unique_ptr<EntryWriter>> EntryWriter::Create(const KafkaProperties& properties,
+                                                                 const WriterOptions& options,
+                                                                 const std::string& name) {
+  std::unique_ptr<EntryWriter> writer(new EntryWriter(properties, options, name));
+  for (int i = 0; i < std::max(1, options.producers); ++i) {
+    auto producer = Producer::Create(properties, absl::StrCat(name, "-writer-", i));
+    if (!producer.ok()) return producer.status();
+    if (absl::Status s = (*producer)->Prepare(options.topics, 10000); !s.ok()) return s;
+    auto slot = std::make_unique<ProducerSlot>();
+    slot->producer = std::move(*producer);
+    writer->producers_.push_back(std::move(slot));
+  }
+  // Nonces tie the chunks of one entry together; a random base keeps two servers (or two runs
+  // of one) apart.
+  writer->next_nonce_ = std::random_device{}() * uint64_t{0x9e3779b97f4a7c15};
+  // Readers tell a torn split entry by the session and origin of the records after it.
+  std::random_device random;
+  writer->source_.session = (uint64_t{random()} << 32 | random()) | 1;
+  writer->source_.origin = OriginOf(name);
+  writer->timer_thread_ = std::thread([w = writer.get()] { w->TimerLoop(); });
+  return writer;
+}
+
+EntryWriter::~EntryWriter() {
+  // Producers flush and purge first, so every call completes, then the timer goes.
+  for (auto& p : producers_) p->producer.reset();
+  retired_.clear();
+  {
+    std::lock_guard<std::mutex> lock(timer_mu_);
+    stop_ = true;
+  }
+  timer_cv_.notify_all();
+  timer_thread_.join();
+}
+
+void EntryWriter::FailPending() {
+  failing_.store(true);
+  for (auto& p : producers_) {
+    std::lock_guard<std::mutex> lock(p->produce_mu);
+    p->producer->Purge();
+  }
+}
+
+std::vector<const Producer*> EntryWriter::producers() const {
+  std::vector<const Producer*> out;
+  for (const auto& p : producers_) {
+    std::lock_guard<std::mutex> lock(p->produce_mu);
+    out.push_back(p->producer.get());
+  }
+  return out;
+}
+
+absl::Status EntryWriter::ReplaceProducer(ProducerSlot& slot, size_t index) {
+  const uint64_t generation = ++replacements_;
+  auto fresh =
+      Producer::Create(properties_, absl::StrCat(name_, "-writer-", index, "-", generation));
+  if (!fresh.ok()) return fresh.status();
+  // Metadata of the topics is fetched on the first produce; no need to wait for it here.
+  slot.producer->Purge();
+  std::lock_guard<std::mutex> lock(retired_mu_);
+  retired_.push_back(std::move(slot.producer));
+  slot.producer = std::move(*fresh);
+  spdlog::warn("replaced Kafka producer {} after a fatal error", retired_.back()->name());
+  return absl::OkStatus();
+}
+
+EntryWriter::ProducerSlot& EntryWriter::OwnerOf(const Slot& slot) {
+  const size_t h = std::hash<std::string>()(slot.topic) * 31 + static_cast<size_t>(slot.partition);
+  return *producers_[h % producers_.size()];
+}
+
+void EntryWriter::Append(std::vector<AppendItem> items, Clock::time_point deadline, Callback done) {
+  size_t total = 0;
+  std::vector<std::vector<std::string>> encoded;
+  encoded.reserve(items.size());
+  RecordSource source = source_;
+  source.created_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  for (const AppendItem& item : items) {
+    if (item.fence) {
+      encoded.push_back({EncodeFence(item.stamp.epoch, source)});
+    } else {
+      encoded.push_back(EncodeEntry(item.data, next_nonce_.fetch_add(1), options_.max_record_bytes,
+                                    item.stamp, source));
+    }
+    total += encoded.back().size();
+  }
+  // Addresses of the records are handed to librdkafka: the vector is sized once, here.
+  auto* call = new Call(this, items.size(), total, std::move(done));
+
+  // Complete a little before the caller's deadline, so the caller hears UNAVAILABLE instead of
+  // timing out blind.
+  const auto fire_at = std::min(Clock::now() + options_.append_timeout, AnswerBy(deadline));
+  ArmTimer(call, fire_at);
+
+  // Group by producer; within a producer, produce every record of the call under its lock, so
+  // that chunks of one entry are never interleaved with another call's.
+  std::map<ProducerSlot*, std::vector<size_t>> by_producer;
+  for (size_t i = 0; i < items.size(); ++i) by_producer[&OwnerOf(items[i].slot)].push_back(i);
+  std::vector<size_t> first_record(items.size());
+  for (size_t i = 0, r = 0; i < items.size(); r += encoded[i].size(), ++i) first_record[i] = r;
+
+  int unsent = 0;
+  int produced = 0;  // records handed to librdkafka
+  bool failed = false;
+  for (auto& [owner, indexes] : by_producer) {
+    std::lock_guard<std::mutex> lock(owner->produce_mu);
+    if (failing_.load() && !failed) {
+      call->Fail(absl::UnavailableError("walserver is shutting down; nothing was written"));
+      failed = true;
+    }
+    if (owner->producer->fatal() && !failed) {
+      const size_t index =
+          std::find_if(producers_.begin(), producers_.end(),
+                       [owner = owner](const auto& p) { return p.get() == owner; }) -
+          producers_.begin();
+      if (absl::Status s = ReplaceProducer(*owner, index); !s.ok()) {
+        call->Fail(std::move(s));
+        failed = true;
+      }
+    }
+    for (size_t i : indexes) {
+      const std::string key = EncodeKey(items[i].namespace_id);
+      for (size_t c = 0; c < encoded[i].size(); ++c) {
+        Call::Record& record = call->records[first_record[i] + c];
+        record.call = call;
+        record.item = static_cast<uint32_t>(i);
+        record.first_of_entry = c == 0;
+        record.value = std::move(encoded[i][c]);
+        if (failed) {
+          ++unsent;
+          continue;
+        }
+        absl::Status s = owner->producer->Produce(items[i].slot.topic, items[i].slot.partition, key,
+                                                  record.value, &record);
+        if (!s.ok()) {
+          // RESOURCE_EXHAUSTED promises that nothing was written; once some records of the
+          // call are on their way, the caller can only be told to retry with its sequences.
+          if (absl::IsResourceExhausted(s) && produced > 0) {
+            s = absl::UnavailableError(
+                absl::StrCat(s.message(),
+                             "; part of the append may have been written, retry it with the "
+                             "same sequences"));
+          }
+          call->Fail(std::move(s));
+          failed = true;
+          ++unsent;
+        } else {
+          ++produced;
+        }
+      }
+    }
+  }
+  call->RecordsDone(unsent + 1);
+}
+
+void EntryWriter::ArmTimer(Call* call, Clock::time_point when) {
+  std::lock_guard<std::mutex> lock(timer_mu_);
+  call->timer = timers_.emplace(when, call);
+  call->timer_armed = true;
+  if (call->timer == timers_.begin()) timer_cv_.notify_one();
+}
+
+bool EntryWriter::DisarmTimer(Call* call) {
+  std::lock_guard<std::mutex> lock(timer_mu_);
+  if (!call->timer_armed) return false;
+  timers_.erase(call->timer);
+  call->timer_armed = false;
+  return true;
+}
+
+void EntryWriter::TimerLoop() {
+  std::unique_lock<std::mutex> lock(timer_mu_);
+  while (!stop_) {
+    if (timers_.empty()) {
+      timer_cv_.wait(lock);
+      continue;
+    }
+    const auto next = timers_.begin()->first;
+    if (Clock::now() < next) {
+      timer_cv_.wait_until(lock, next);
+      continue;
+    }
+    Call* call = timers_.begin()->second;
+    timers_.erase(timers_.begin());
+    call->timer_armed = false;
+    lock.unlock();
+    call->Finish(absl::UnavailableError(
+        "Kafka did not acknowledge the append in time (is Kafka reachable?); the outcome is "
+        "unknown and a retry is safe"));
+    call->Unref();
+    lock.lock();
+  }
+}
+
+}  // namespace wal

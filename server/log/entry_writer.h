@@ -1,0 +1,110 @@
+// Appends entries to their slots through a pool of idempotent producers. Each producer owns a
+// fixed share of the slots, so the records of one slot, and the chunks of one entry, always go
+// through one producer in order. Calls complete from delivery reports: no thread waits per call.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "server/common/deadline.h"
+#include "server/kafka/client.h"
+#include "server/kafka/producer.h"
+#include "server/log/record_format.h"
+#include "server/meta/namespace_table.h"
+
+namespace wal {
+
+struct WriterOptions {
+  int producers = 2;
+  size_t max_record_bytes = 1000000;  // value bytes of one Kafka record, header included
+  // An append not acknowledged within this time (or shortly before the caller's deadline)
+  // completes with UNAVAILABLE; its outcome is then unknown.
+  std::chrono::milliseconds append_timeout{30000};
+  // The slot topics: each producer learns their leaders at start-up, so that the first append
+  // to a topic does not wait for a metadata round trip.
+  std::vector<std::string> topics;
+};
+
+struct AppendItem {
+  Slot slot;
+  uint64_t namespace_id = 0;
+  std::string_view data;  // copied into records before Append returns
+  EntryStamp stamp;
+  // A fence record of stamp.epoch instead of an entry (AcquireNamespace); `data` is unused.
+  bool fence = false;
+};
+
+class EntryWriter {
+ public:
+  using Callback = std::function<void(absl::StatusOr<std::vector<uint64_t>>)>;
+
+  static absl::StatusOr<std::unique_ptr<EntryWriter>> Create(const KafkaProperties& properties,
+                                                             const WriterOptions& options,
+                                                             const std::string& name);
+  ~EntryWriter();
+
+  // Appends `items` and calls `done` exactly once, with one entry id per item or the first error,
+  // from a producer's poll thread or the timer thread (or inline when nothing could be sent).
+  // Never blocks. `deadline` is the caller's; the call completes a little before it.
+  void Append(std::vector<AppendItem> items, Clock::time_point deadline, Callback done);
+
+  // For shutdown: fails the records waiting in the producers (their calls answer UNAVAILABLE,
+  // retry-safe with the same sequences) and every later Append, so that no call waits on an
+  // unreachable Kafka any longer.
+  void FailPending();
+
+  // The producers of the pool, for metrics.
+  std::vector<const Producer*> producers() const;
+  // Producers replaced after a fatal error.
+  uint64_t replacements() const { return replacements_.load(); }
+
+ private:
+  class Call;
+  friend class Call;
+  struct ProducerSlot {
+    std::unique_ptr<Producer> producer;
+    std::mutex produce_mu;  // keeps the records of one call contiguous per producer
+  };
+
+  EntryWriter(const KafkaProperties& properties, const WriterOptions& options, std::string name)
+      : properties_(properties), options_(options), name_(std::move(name)) {}
+  ProducerSlot& OwnerOf(const Slot& slot);
+  // Replaces the slot's producer after a fatal error (under its produce_mu). The old one's
+  // records fail at once (their calls answer UNAVAILABLE); it is kept until the writer goes, as
+  // a metrics scrape may still hold it.
+  absl::Status ReplaceProducer(ProducerSlot& slot, size_t index);
+  void TimerLoop();
+  void ArmTimer(Call* call, Clock::time_point when);
+  // True if the timer still held the call (and so the caller now owns the timer's reference).
+  bool DisarmTimer(Call* call);
+
+  const KafkaProperties properties_;
+  const WriterOptions options_;
+  const std::string name_;
+  std::vector<std::unique_ptr<ProducerSlot>> producers_;
+  std::mutex retired_mu_;
+  std::vector<std::unique_ptr<Producer>> retired_;
+  std::atomic<uint64_t> replacements_{0};
+  std::atomic<uint64_t> next_nonce_{0};
+  std::atomic<bool> failing_{false};  // FailPending() was called
+  RecordSource source_;               // session and origin of every record written
+
+  std::mutex timer_mu_;
+  std::condition_variable timer_cv_;
+  std::multimap<Clock::time_point, Call*> timers_;
+  bool stop_ = false;
+  std::thread timer_thread_;
+};
+
+}  // namespace wal

@@ -1,0 +1,372 @@
+#include "server/log/record_format.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace wal {
+namespace {
+
+void PutBigEndian(uint64_t value, int bytes, char* out) {
+  for (int i = bytes - 1; i >= 0; --i) {
+    out[i] = static_cast<char>(value & 0xff);
+    value >>= 8;
+  }
+}
+
+uint64_t GetBigEndian(const char* in, int bytes) {
+  uint64_t value = 0;
+  for (int i = 0; i < bytes; ++i) value = (value << 8) | static_cast<uint8_t>(in[i]);
+  return value;
+}
+
+void PutHeader(const RecordHeader& h, char* out) {
+  out[0] = static_cast<char>(kRecordFormatVersion);
+  out[1] = static_cast<char>(h.kind);
+  PutBigEndian(kRecordHeaderBytes, 2, out + 2);
+  PutBigEndian(h.entry_crc, 4, out + 4);
+  PutBigEndian(h.entry_bytes, 8, out + 8);
+  PutBigEndian(h.entry_nonce, 8, out + 16);
+  PutBigEndian(h.chunk_index, 4, out + 24);
+  PutBigEndian(h.stamp.epoch, 8, out + 28);
+  PutBigEndian(h.stamp.writer_id, 8, out + 36);
+  PutBigEndian(h.stamp.sequence, 8, out + 44);
+  PutBigEndian(h.source.session, 8, out + 52);
+  PutBigEndian(h.source.origin, 8, out + 60);
+  PutBigEndian(static_cast<uint64_t>(h.source.created_ms), 8, out + 68);
+}
+
+}  // namespace
+
+uint64_t OriginOf(std::string_view name) {
+  uint64_t hash = 0xcbf29ce484222325ull;
+  for (char c : name) hash = (hash ^ static_cast<uint8_t>(c)) * 0x100000001b3ull;
+  return hash == 0 ? 1 : hash;
+}
+
+std::string EncodeKey(uint64_t namespace_id) {
+  std::string key(8, '\0');
+  PutBigEndian(namespace_id, 8, key.data());
+  return key;
+}
+
+std::optional<uint64_t> DecodeKey(const void* key, size_t size) {
+  if (key == nullptr || size != 8) return std::nullopt;
+  return GetBigEndian(static_cast<const char*>(key), 8);
+}
+
+namespace {
+
+// CRC-32C (Castagnoli), reflected polynomial 0x82F63B78: the checksum Kafka's record batches
+// use too. SSE4.2 computes it in hardware at several GB/s; the table is the fallback.
+constexpr uint32_t kCrc32cPoly = 0x82F63B78u;
+
+struct Crc32cTable {
+  uint32_t t[256];
+  constexpr Crc32cTable() : t() {
+    for (uint32_t i = 0; i < 256; ++i) {
+      uint32_t c = i;
+      for (int k = 0; k < 8; ++k) c = (c & 1) ? (c >> 1) ^ kCrc32cPoly : c >> 1;
+      t[i] = c;
+    }
+  }
+};
+constexpr Crc32cTable kCrc32c;
+
+uint32_t Crc32cSoftware(uint32_t crc, const uint8_t* p, size_t n) {
+  for (size_t i = 0; i < n; ++i) crc = kCrc32c.t[(crc ^ p[i]) & 0xff] ^ (crc >> 8);
+  return crc;
+}
+
+#if defined(__x86_64__)
+__attribute__((target("sse4.2"))) uint32_t Crc32cHardware(uint32_t crc, const uint8_t* p,
+                                                          size_t n) {
+  uint64_t c = crc;
+  for (; n >= 8; n -= 8, p += 8) {
+    uint64_t word;
+    std::memcpy(&word, p, 8);
+    c = __builtin_ia32_crc32di(c, word);
+  }
+  uint32_t c32 = static_cast<uint32_t>(c);
+  for (; n > 0; --n, ++p) c32 = __builtin_ia32_crc32qi(c32, *p);
+  return c32;
+}
+const bool kHaveSse42 = __builtin_cpu_supports("sse4.2");
+#endif
+
+}  // namespace
+
+uint32_t EntryCrc(std::string_view data) {
+  const auto* p = reinterpret_cast<const uint8_t*>(data.data());
+#if defined(__x86_64__)
+  if (kHaveSse42) return ~Crc32cHardware(~0u, p, data.size());
+#endif
+  return ~Crc32cSoftware(~0u, p, data.size());
+}
+
+std::vector<std::string> EncodeEntry(std::string_view data, uint64_t nonce, size_t max_record_bytes,
+                                     const EntryStamp& stamp, const RecordSource& source) {
+  const size_t chunk_bytes = max_record_bytes - kRecordHeaderBytes;
+  RecordHeader header;
+  header.stamp = stamp;
+  header.source = source;
+  header.entry_crc = EntryCrc(data);
+  header.entry_bytes = data.size();
+  header.entry_nonce = nonce;
+  const size_t chunks = std::max<size_t>(1, (data.size() + chunk_bytes - 1) / chunk_bytes);
+  std::vector<std::string> records;
+  records.reserve(chunks);
+  for (size_t i = 0; i < chunks; ++i) {
+    if (chunks == 1) {
+      header.kind = RecordKind::kFull;
+    } else if (i == 0) {
+      header.kind = RecordKind::kFirst;
+    } else if (i + 1 == chunks) {
+      header.kind = RecordKind::kLast;
+    } else {
+      header.kind = RecordKind::kMiddle;
+    }
+    header.chunk_index = static_cast<uint32_t>(i);
+    const std::string_view chunk = data.substr(i * chunk_bytes, chunk_bytes);
+    std::string& record = records.emplace_back(kRecordHeaderBytes + chunk.size(), '\0');
+    PutHeader(header, record.data());
+    std::copy(chunk.begin(), chunk.end(), record.begin() + kRecordHeaderBytes);
+  }
+  return records;
+}
+
+std::string EncodeFence(uint64_t epoch, const RecordSource& source) {
+  RecordHeader header;
+  header.source = source;
+  header.kind = RecordKind::kFence;
+  header.entry_crc = EntryCrc({});
+  header.stamp.epoch = epoch;
+  std::string record(kRecordHeaderBytes, '\0');
+  PutHeader(header, record.data());
+  return record;
+}
+
+absl::StatusOr<DecodedRecord> DecodeRecord(std::string_view value) {
+  if (value.size() < 4) {
+    return absl::InvalidArgumentError(absl::StrCat("record of ", value.size(), " bytes"));
+  }
+  if (static_cast<uint8_t>(value[0]) != kRecordFormatVersion) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown record format version ", static_cast<uint8_t>(value[0])));
+  }
+  const uint8_t kind = static_cast<uint8_t>(value[1]);
+  if (kind < 1 || kind > 5) return absl::InvalidArgumentError(absl::StrCat("record kind ", kind));
+  const size_t header_bytes = GetBigEndian(value.data() + 2, 2);
+  if (header_bytes < kMinRecordHeaderBytes || header_bytes > value.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("header of ", header_bytes, " bytes in a record of ", value.size()));
+  }
+  DecodedRecord record;
+  record.header.kind = static_cast<RecordKind>(kind);
+  record.header.entry_crc = static_cast<uint32_t>(GetBigEndian(value.data() + 4, 4));
+  record.header.entry_bytes = GetBigEndian(value.data() + 8, 8);
+  record.header.entry_nonce = GetBigEndian(value.data() + 16, 8);
+  record.header.chunk_index = static_cast<uint32_t>(GetBigEndian(value.data() + 24, 4));
+  if (header_bytes >= kStampedRecordHeaderBytes) {
+    record.header.stamp.epoch = GetBigEndian(value.data() + 28, 8);
+    record.header.stamp.writer_id = GetBigEndian(value.data() + 36, 8);
+    record.header.stamp.sequence = GetBigEndian(value.data() + 44, 8);
+  }
+  if (header_bytes >= kRecordHeaderBytes) {
+    record.header.source.session = GetBigEndian(value.data() + 52, 8);
+    record.header.source.origin = GetBigEndian(value.data() + 60, 8);
+    record.header.source.created_ms = static_cast<int64_t>(GetBigEndian(value.data() + 68, 8));
+  }
+  record.payload = value.substr(header_bytes);
+  return record;
+}
+
+void EntryAssembler::Add(int64_t offset, std::string_view value, std::vector<AssembledEntry>* out) {
+  absl::StatusOr<DecodedRecord> record = DecodeRecord(value);
+  if (!record.ok()) {
+    ++skipped_;
+    return;
+  }
+  const RecordHeader& h = record->header;
+  DropTorn(h, out);
+  switch (h.kind) {
+    case RecordKind::kFence:
+      // Entries completed from here on must be of this epoch or later. (One that started
+      // before the fence and ends after it was acknowledged to a fenced writer: dropped too.)
+      min_epoch_ = std::max(min_epoch_, h.stamp.epoch);
+      return;
+    case RecordKind::kFull:
+      Complete(offset, h, std::string(record->payload), out);
+      return;
+    case RecordKind::kFirst: {
+      if (h.chunk_index != 0 || h.entry_bytes > max_entry_bytes_ ||
+          record->payload.size() > h.entry_bytes) {
+        ++skipped_;
+        return;
+      }
+      auto [it, inserted] = partials_.try_emplace(h.entry_nonce);
+      if (!inserted) {  // a First again for the same nonce: the older one cannot be completed
+        buffered_bytes_ -= it->second.data.size();
+        it->second = Partial{};
+        ++skipped_;
+      }
+      Partial& p = it->second;
+      p.first_offset = offset;
+      p.header = h;
+      p.data.reserve(h.entry_bytes);
+      p.data.append(record->payload);
+      buffered_bytes_ += p.data.size();
+      return;
+    }
+    case RecordKind::kMiddle:
+    case RecordKind::kLast: {
+      auto it = partials_.find(h.entry_nonce);
+      if (it == partials_.end()) {  // its First lies before the range or was lost
+        ++skipped_;
+        return;
+      }
+      Partial& p = it->second;
+      if (h.chunk_index != p.next_chunk || h.entry_bytes != p.header.entry_bytes ||
+          h.entry_crc != p.header.entry_crc ||
+          p.data.size() + record->payload.size() > p.header.entry_bytes) {
+        buffered_bytes_ -= p.data.size();
+        partials_.erase(it);
+        ++skipped_;
+        Release(out);
+        return;
+      }
+      p.data.append(record->payload);
+      buffered_bytes_ += record->payload.size();
+      ++p.next_chunk;
+      if (h.kind == RecordKind::kLast) {
+        Partial done = std::move(p);
+        partials_.erase(it);
+        buffered_bytes_ -= done.data.size();
+        Complete(done.first_offset, done.header, std::move(done.data), out);
+      }
+      return;
+    }
+  }
+}
+
+void EntryAssembler::Complete(int64_t first_offset, const RecordHeader& header, std::string data,
+                              std::vector<AssembledEntry>* out) {
+  if (data.size() != header.entry_bytes || EntryCrc(data) != header.entry_crc) {
+    ++skipped_;
+    Release(out);
+    return;
+  }
+  if (header.stamp.epoch < min_epoch_) {
+    ++fenced_;
+    Release(out);
+    return;
+  }
+  ready_bytes_ += data.size();
+  ready_.emplace(first_offset, AssembledEntry{static_cast<uint64_t>(first_offset), std::move(data),
+                                              header.stamp});
+  Release(out);
+}
+
+EntryAssembler::Fate EntryAssembler::FateOf(const Partial& p, const RecordHeader& next) const {
+  const RecordSource& mine = p.header.source;
+  const RecordSource& theirs = next.source;
+  if (next.kind == RecordKind::kFence && next.stamp.epoch > p.header.stamp.epoch) {
+    return Fate::kFenced;  // it could never be read
+  }
+  if (mine.session != 0 && theirs.session == mine.session) {
+    // One process produces an entry's chunks back to back and in order.
+    const bool next_chunk =
+        next.entry_nonce == p.header.entry_nonce && next.chunk_index == p.next_chunk;
+    return next_chunk ? Fate::kMayComplete : Fate::kTorn;
+  }
+  if (mine.origin != 0 && theirs.origin == mine.origin && theirs.session != 0 &&
+      theirs.session != mine.session) {
+    return Fate::kTorn;  // its writer restarted
+  }
+  // Unsigned arithmetic: a corrupt record can carry any 64-bit time, and the difference of two
+  // int64 values can overflow; when theirs > mine the unsigned difference is exact.
+  if (mine.created_ms != 0 && theirs.created_ms > mine.created_ms &&
+      static_cast<uint64_t>(theirs.created_ms) - static_cast<uint64_t>(mine.created_ms) >
+          static_cast<uint64_t>(torn_after_ms_)) {
+    return Fate::kTorn;  // its writer's producer gave up on the missing chunks long ago
+  }
+  return Fate::kMayComplete;
+}
+
+void EntryAssembler::DropTorn(const RecordHeader& next, std::vector<AssembledEntry>* out) {
+  bool dropped = false;
+  for (auto it = partials_.begin(); it != partials_.end();) {
+    const Fate fate = FateOf(it->second, next);
+    if (fate == Fate::kMayComplete) {
+      ++it;
+      continue;
+    }
+    ++(fate == Fate::kTorn ? torn_ : fenced_);
+    buffered_bytes_ -= it->second.data.size();
+    it = partials_.erase(it);
+    dropped = true;
+  }
+  if (dropped) Release(out);
+}
+
+bool EntryAssembler::FirstCopy(const EntryStamp& stamp) {
+  if (stamp.writer_id == 0 || stamp.sequence == 0) return true;
+  std::map<uint64_t, uint64_t>& ranges = seen_[stamp.writer_id];
+  const uint64_t seq = stamp.sequence;
+  auto next = ranges.upper_bound(seq);  // first range starting after seq
+  if (next != ranges.begin()) {
+    auto prev = std::prev(next);
+    if (prev->second >= seq) return false;  // inside a seen range
+    if (prev->second + 1 == seq) {          // extends prev
+      prev->second = seq;
+      if (next != ranges.end() && next->first == seq + 1) {
+        prev->second = next->second;
+        ranges.erase(next);
+      }
+      return true;
+    }
+  }
+  if (next != ranges.end() && next->first == seq + 1) {  // extends next downwards
+    const uint64_t last = next->second;
+    ranges.erase(next);
+    ranges.emplace(seq, last);
+    return true;
+  }
+  ranges.emplace(seq, seq);
+  return true;
+}
+
+void EntryAssembler::Release(std::vector<AssembledEntry>* out) {
+  int64_t oldest_partial = std::numeric_limits<int64_t>::max();
+  for (const auto& [nonce, p] : partials_)
+    oldest_partial = std::min(oldest_partial, p.first_offset);
+  while (!ready_.empty() && ready_.begin()->first < oldest_partial) {
+    auto node = ready_.extract(ready_.begin());
+    ready_bytes_ -= node.mapped().data.size();
+    if (!FirstCopy(node.mapped().stamp)) {
+      ++duplicates_;
+      continue;
+    }
+    out->push_back(std::move(node.mapped()));
+  }
+}
+
+std::optional<int64_t> EntryAssembler::oldest_incomplete() const {
+  std::optional<int64_t> oldest;
+  for (const auto& [nonce, p] : partials_) {
+    if (!oldest || p.first_offset < *oldest) oldest = p.first_offset;
+  }
+  return oldest;
+}
+
+void EntryAssembler::Flush(std::vector<AssembledEntry>* out) {
+  skipped_ += partials_.size();
+  partials_.clear();
+  buffered_bytes_ = 0;
+  Release(out);
+}
+
+}  // namespace wal

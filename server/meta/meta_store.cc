@@ -1,0 +1,534 @@
+#include "server/meta/meta_store.h"
+
+#include <future>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "server/common/deadline.h"
+#include "server/kafka/admin.h"
+#include "server/kafka/client.h"
+#include "server/kafka/consumer.h"
+#include "server/kafka/errors.h"
+#include "server/kafka/producer.h"
+#include "server/log/record_format.h"
+#include "spdlog/spdlog.h"
+
+namespace wal {
+namespace {
+
+using meta::v1::NamespaceRecord;
+
+// Reports one delivery to a promise. It owns itself until the report arrives, so a caller that
+// gave up waiting leaves nothing dangling.
+class PromiseDelivery : public DeliveryHandler {
+ public:
+  using Result = std::pair<rd_kafka_resp_err_t, int64_t>;
+  static std::pair<PromiseDelivery*, std::future<Result>> New(std::string value) {
+    auto* d = new PromiseDelivery(std::move(value));
+    return {d, d->promise_.get_future()};
+  }
+  void OnDelivery(rd_kafka_resp_err_t err, int64_t offset) override {
+    promise_.set_value({err, offset});
+    delete this;
+  }
+  const std::string& value() const { return value_; }
+
+ private:
+  explicit PromiseDelivery(std::string value) : value_(std::move(value)) {}
+  std::string value_;
+  std::promise<Result> promise_;
+};
+
+constexpr absl::string_view kPruneKeyPrefix = "prune/";
+
+}  // namespace
+
+MetaStore::MetaStore(std::vector<Slot> slots, MetaOptions options)
+    : options_(std::move(options)), table_(std::move(slots)) {}
+
+absl::StatusOr<std::unique_ptr<MetaStore>> MetaStore::Open(const KafkaProperties& properties,
+                                                           std::vector<Slot> slots,
+                                                           MetaOptions options) {
+  std::unique_ptr<MetaStore> store(new MetaStore(std::move(slots), std::move(options)));
+  const auto deadline =
+      Clock::now() + std::chrono::milliseconds(store->options_.startup_timeout_ms);
+  store->properties_ = properties;
+  auto producer = Producer::Create(properties, store->options_.writer + "-meta");
+  if (!producer.ok()) return producer.status();
+  store->producer_ = std::move(*producer);
+  if (absl::Status s =
+          store->producer_->Prepare({store->options_.topic}, MillisLeft(deadline, 1 << 30));
+      !s.ok()) {
+    return s;
+  }
+  auto watermarks = NewKafkaClient(RD_KAFKA_CONSUMER, properties);
+  if (!watermarks.ok()) return watermarks.status();
+  store->watermarks_client_ = std::move(*watermarks);
+  // The broker answers a waiting fetch as soon as a record arrives, so a long wait costs no
+  // latency; a short one costs 20 idle fetches a second (most of an idle server's CPU).
+  KafkaProperties tail_properties = properties;
+  if (!tail_properties.count("fetch.wait.max.ms")) tail_properties["fetch.wait.max.ms"] = "500";
+  auto consumer = Consumer::Create(tail_properties, store->options_.writer + "-meta-tail");
+  if (!consumer.ok()) return consumer.status();
+  store->consumer_ = std::move(*consumer);
+  if (absl::Status s =
+          store->consumer_->Assign(store->options_.topic, 0, RD_KAFKA_OFFSET_BEGINNING);
+      !s.ok()) {
+    return s;
+  }
+
+  // Where the topic ends now: the table is complete once the tail has read this far.
+  absl::StatusOr<Watermarks> end;
+  do {
+    end = QueryWatermarks(store->consumer_->handle(), store->options_.topic, 0,
+                          MillisLeft(deadline, 5000));
+  } while (!end.ok() && Clock::now() < deadline);
+  if (!end.ok()) return end.status();
+
+  store->tail_thread_ = std::thread([s = store.get()] { s->TailLoop(); });
+  store->redelete_thread_ = std::thread([s = store.get()] { s->RedeleteLoop(); });
+  if (absl::Status s = store->WaitApplied(end->high - 1, deadline); !s.ok()) {
+    return absl::UnavailableError(absl::StrCat("reading the namespace table from ",
+                                               store->options_.topic, ": ", s.message()));
+  }
+  std::vector<NamespaceState> stale;
+  {
+    std::lock_guard lock(store->mu_);
+    stale = store->table_.NeedingRestate();
+    spdlog::info("namespace table loaded from {}: {} namespaces, {} records read",
+                 store->options_.topic, store->table_.live_count(), store->next_offset_);
+  }
+  for (const NamespaceState& state : stale) store->Restate(state, deadline);
+  return store;
+}
+
+MetaStore::~MetaStore() {
+  {
+    std::lock_guard lock(mu_);
+    stop_.store(true);
+    failing_.store(true);  // releases RedeleteLoop's waits
+  }
+  redelete_cv_.notify_all();
+  applied_.notify_all();
+  if (redelete_thread_.joinable()) redelete_thread_.join();
+  if (tail_thread_.joinable()) tail_thread_.join();
+  if (AbandonedWatermarkQueries() > 0) {
+    // Queries still running on these clients (see kafka.h): they must outlive them. Kept
+    // reachable, so that leak checkers do not report them.
+    static auto* kept = new std::vector<std::shared_ptr<void>>();
+    kept->emplace_back(std::shared_ptr<Consumer>(std::move(consumer_)));
+    kept->emplace_back(
+        std::shared_ptr<rd_kafka_t>(watermarks_client_.release(), [](rd_kafka_t*) {}));
+  }
+}
+
+void MetaStore::RedeleteLoop() {
+  std::unique_lock lock(mu_);
+  while (true) {
+    redelete_cv_.wait(lock, [this] { return stop_.load() || !redelete_.empty(); });
+    if (stop_.load()) return;
+    const std::vector<uint64_t> ids = std::move(redelete_);
+    redelete_.clear();
+    lock.unlock();
+    for (uint64_t id : ids) {
+      if (stop_.load() || failing_.load()) break;
+      const auto deadline = Clock::now() + std::chrono::seconds(10);
+      // Read to the end first: another server may have restated the deletion already.
+      if (absl::Status s = CatchUp(deadline); !s.ok()) {
+        spdlog::warn("restating the deletion of namespace {}: {}", id, s.ToString());
+        continue;
+      }
+      std::optional<NamespaceState> state;
+      {
+        std::lock_guard table_lock(mu_);
+        state = table_.DeletedButStale(id);
+      }
+      if (!state) continue;
+      NamespaceRecord deletion = MakeRecord(NamespaceRecord::DELETE, *state, options_.writer);
+      deletion.set_incarnation(state->meta_offset);
+      auto offset = ProduceAndApply(id, deletion, deadline);
+      if (!offset.ok()) {
+        spdlog::warn("restating the deletion of namespace {}: {}; trying again", id,
+                     offset.status().ToString());
+        std::unique_lock retry_lock(mu_);
+        redelete_.push_back(id);
+        redelete_cv_.wait_for(retry_lock, std::chrono::seconds(1), [this] { return stop_.load(); });
+        continue;
+      }
+      spdlog::info("namespace {}: restated its deletion after a record written from a stale view",
+                   id);
+      // Created again meanwhile? Then that assignment must come last.
+      RestateIfStale(id, deadline);
+    }
+    lock.lock();
+  }
+}
+
+void MetaStore::FailPending() {
+  {
+    std::lock_guard lock(mu_);
+    failing_.store(true);
+  }
+  applied_.notify_all();
+  std::lock_guard lock(producer_mu_);
+  producer_->Purge();
+}
+
+absl::StatusOr<Producer*> MetaStore::LiveProducer() {
+  std::lock_guard lock(producer_mu_);
+  if (!producer_->fatal()) return producer_.get();
+  auto fresh = Producer::Create(
+      properties_, absl::StrCat(options_.writer, "-meta-", retired_producers_.size() + 1));
+  if (!fresh.ok()) return fresh.status();
+  // Its records fail at once (their calls answer UNAVAILABLE: nothing it still held was sent
+  // after the fatal error).
+  producer_->Purge();
+  spdlog::warn("replaced the metadata producer {} after a fatal error", producer_->name());
+  retired_producers_.push_back(std::move(producer_));
+  producer_ = std::move(*fresh);
+  return producer_.get();
+}
+
+const Producer* MetaStore::producer() const {
+  std::lock_guard lock(producer_mu_);
+  return producer_.get();
+}
+
+uint64_t MetaStore::producer_replacements() const {
+  std::lock_guard lock(producer_mu_);
+  return retired_producers_.size();
+}
+
+void MetaStore::TailLoop() {
+  while (!stop_.load()) {
+    Message msg = consumer_->Poll(100);
+    if (!msg) continue;
+    if (msg->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+      {
+        std::lock_guard lock(mu_);
+        next_offset_ = std::max(next_offset_, msg->offset);
+        tail_error_.clear();
+      }
+      applied_.notify_all();
+      continue;
+    }
+    if (msg->err) {
+      const absl::Status status = KafkaErrorToStatus(msg->err, "tailing the metadata topic");
+      std::lock_guard lock(mu_);
+      if (tail_error_ != status.message()) spdlog::warn("{}", status.ToString());
+      tail_error_ = std::string(status.message());
+      continue;
+    }
+    ApplyMessage(*msg);
+  }
+}
+
+void MetaStore::ApplyMessage(const rd_kafka_message_t& msg) {
+  {
+    std::lock_guard lock(mu_);
+    ApplyMessageLocked(msg);
+  }
+  applied_.notify_all();
+}
+
+void MetaStore::ApplyMessageLocked(const rd_kafka_message_t& msg) {
+  next_offset_ = std::max(next_offset_, msg.offset + 1);
+  tail_error_.clear();
+  const absl::string_view key(static_cast<const char*>(msg.key), msg.key ? msg.key_len : 0);
+  // A namespace's key is exactly 8 bytes, which may happen to spell "prune/"; the pruner's are
+  // longer.
+  if (key.size() != 8 && absl::StartsWith(key, kPruneKeyPrefix)) {
+    meta::v1::SlotRecord slot;
+    if (msg.payload == nullptr || !slot.ParseFromArray(msg.payload, static_cast<int>(msg.len)) ||
+        slot.version() != 1) {
+      ++skipped_;
+      return;
+    }
+    int64_t& before = pruned_before_[{slot.topic(), slot.partition()}];
+    before = std::max(before, slot.pruned_before());
+    return;
+  }
+  const std::optional<uint64_t> id = DecodeKey(msg.key, msg.key_len);
+  NamespaceRecord record;
+  if (!id || *id == 0 || msg.payload == nullptr ||
+      !record.ParseFromArray(msg.payload, static_cast<int>(msg.len)) || record.version() != 1) {
+    ++skipped_;
+    spdlog::warn("skipping undecodable record at offset {} of {}", msg.offset, options_.topic);
+    return;
+  }
+  const ApplyOutcome outcome = table_.Apply(*id, record, msg.offset);
+  if (outcome == ApplyOutcome::kStaleAfterDelete) {
+    redelete_.push_back(*id);
+    redelete_cv_.notify_one();
+  }
+  if (outcome == ApplyOutcome::kCreated) {
+    spdlog::debug("namespace {} in {}[{}] from offset {}", *id, record.topic(), record.partition(),
+                  record.start_offset());
+  }
+}
+
+absl::Status MetaStore::WaitApplied(int64_t offset, Clock::time_point deadline) {
+  std::unique_lock lock(mu_);
+  applied_.wait_until(lock, deadline, [&] { return next_offset_ > offset || failing_.load(); });
+  if (next_offset_ <= offset) {
+    if (failing_.load()) {
+      return absl::DeadlineExceededError(
+          "walserver is shutting down; the change is in the metadata topic and takes effect");
+    }
+    return absl::UnavailableError(absl::StrCat("the metadata topic was not read up to offset ",
+                                               offset, " in time (read up to ", next_offset_,
+                                               tail_error_.empty() ? "" : "; " + tail_error_, ")"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> MetaStore::ProduceAndApply(uint64_t namespace_id,
+                                                   const NamespaceRecord& record,
+                                                   Clock::time_point deadline) {
+  return ProduceAndApply(EncodeKey(namespace_id), record.SerializeAsString(), deadline);
+}
+
+absl::StatusOr<int64_t> MetaStore::ProduceAndApply(const std::string& key, std::string value,
+                                                   Clock::time_point deadline) {
+  if (failing_.load()) return absl::UnavailableError("walserver is shutting down");
+  if (Clock::now() >= deadline) {
+    return absl::DeadlineExceededError(
+        "no time left to write the metadata record; nothing was "
+        "changed");
+  }
+  absl::StatusOr<Producer*> producer = LiveProducer();
+  if (!producer.ok()) return producer.status();
+  auto [delivery, result] = PromiseDelivery::New(std::move(value));
+  if (absl::Status s = (*producer)->Produce(options_.topic, 0, key, delivery->value(), delivery);
+      !s.ok()) {
+    delete delivery;
+    return s;
+  }
+  // Kept for taking the record back before the deadline (at most 200 ms, a quarter of short
+  // deadlines).
+  const auto now = Clock::now();
+  const auto take_back_at =
+      deadline == Clock::time_point::max()
+          ? deadline
+          : deadline - std::min<Clock::duration>(std::chrono::milliseconds(200),
+                                                 std::max<Clock::duration>(Clock::duration::zero(),
+                                                                           (deadline - now) / 4));
+  // Taking back costs the other unsent records too: only when Kafka took nothing for a while.
+  const bool may_take_back = take_back_at - now >= std::chrono::milliseconds(500);
+  if (!may_take_back && result.wait_until(deadline) != std::future_status::ready) {
+    return absl::DeadlineExceededError(
+        "Kafka did not acknowledge the metadata record in time; it may still take effect");
+  }
+  if (may_take_back && result.wait_until(take_back_at) != std::future_status::ready) {
+    // A failed call must not take effect later: take the record back if it was never sent
+    // (with it, the other unsent records, whose calls then fail likewise: Kafka has taken
+    // nothing for the whole wait). One that may have reached Kafka cannot be taken back; the
+    // caller hears that the outcome is unknown.
+    (*producer)->PurgeUnsent();
+    if (result.wait_until(std::max(deadline, Clock::now() + std::chrono::milliseconds(10))) !=
+            std::future_status::ready ||
+        result.get().first != RD_KAFKA_RESP_ERR__PURGE_QUEUE) {
+      return absl::DeadlineExceededError(
+          "Kafka did not acknowledge the metadata record in time; it may still take effect");
+    }
+    return absl::UnavailableError(
+        "Kafka did not take the metadata record in time (is Kafka reachable?); nothing was "
+        "changed");
+  }
+  const auto [err, offset] = result.get();
+  if (err == RD_KAFKA_RESP_ERR__PURGE_INFLIGHT || err == RD_KAFKA_RESP_ERR__MSG_TIMED_OUT) {
+    // Sent, but its fate is unknown: it may still take effect.
+    return absl::DeadlineExceededError(
+        absl::StrCat(KafkaErrorToStatus(err, "writing the metadata record").message(),
+                     "; the change may still take effect"));
+  }
+  if (err) return KafkaErrorToStatus(err, "writing the metadata record");
+  if (offset < 0) {
+    return absl::UnavailableError("Kafka acknowledged the metadata record without an offset");
+  }
+  if (absl::Status s = WaitApplied(offset, deadline); !s.ok()) {
+    // The record is in Kafka: the change takes effect, this server just has not read it yet.
+    if (absl::IsUnavailable(s)) {
+      return absl::DeadlineExceededError(absl::StrCat("the change is written; ", s.message()));
+    }
+    return s;
+  }
+  return offset;
+}
+
+void MetaStore::Restate(const NamespaceState& state, Clock::time_point deadline) {
+  auto offset = ProduceAndApply(
+      state.namespace_id, MakeRecord(NamespaceRecord::RESTATE, state, options_.writer), deadline);
+  if (!offset.ok()) {
+    spdlog::warn("restating namespace {}: {}", state.namespace_id, offset.status().ToString());
+  }
+}
+
+void MetaStore::RestateIfStale(uint64_t namespace_id, Clock::time_point deadline) {
+  std::optional<NamespaceState> state;
+  {
+    std::lock_guard lock(mu_);
+    if (!table_.LatestRecordStale(namespace_id)) return;
+    state = table_.Get(namespace_id);
+  }
+  if (state) Restate(*state, deadline);
+}
+
+absl::StatusOr<std::pair<NamespaceState, bool>> MetaStore::Create(
+    uint64_t namespace_id, const std::function<absl::StatusOr<int64_t>(const Slot&)>& slot_end,
+    Clock::time_point deadline) {
+  NamespaceState proposal;
+  {
+    std::lock_guard lock(mu_);
+    if (auto existing = table_.Get(namespace_id)) return std::make_pair(*existing, false);
+    proposal.slot = table_.LeastLoadedSlot();
+  }
+  proposal.namespace_id = namespace_id;
+  absl::StatusOr<int64_t> start = slot_end(proposal.slot);
+  if (!start.ok()) return start.status();
+  proposal.start_offset = *start;
+  auto offset = ProduceAndApply(
+      namespace_id, MakeRecord(NamespaceRecord::CREATE, proposal, options_.writer), deadline);
+  if (!offset.ok()) return offset.status();
+  std::optional<NamespaceState> winner = Get(namespace_id);
+  if (!winner) {
+    return absl::AbortedError(
+        absl::StrCat("namespace ", namespace_id, " was deleted while being created; retry"));
+  }
+  const bool created = winner->meta_offset == *offset;
+  if (!created) {
+    // We lost a race to another CREATE. Our record is now the key's latest, which compaction
+    // would keep: restate the winner after it.
+    Restate(*winner, deadline);
+  }
+  return std::make_pair(*winner, created);
+}
+
+absl::StatusOr<NamespaceState> MetaStore::Truncate(uint64_t namespace_id, int64_t truncated_before,
+                                                   Clock::time_point deadline) {
+  std::optional<NamespaceState> state = Get(namespace_id);
+  if (!state) return absl::NotFoundError(absl::StrCat("namespace ", namespace_id, " not found"));
+  if (truncated_before <= state->truncated_before) return *state;
+  state->truncated_before = truncated_before;
+  auto offset = ProduceAndApply(
+      namespace_id, MakeRecord(NamespaceRecord::TRUNCATE, *state, options_.writer), deadline);
+  if (!offset.ok()) return offset.status();
+  RestateIfStale(namespace_id, deadline);
+  state = Get(namespace_id);
+  if (!state) return absl::NotFoundError(absl::StrCat("namespace ", namespace_id, " was deleted"));
+  return *state;
+}
+
+absl::StatusOr<NamespaceState> MetaStore::Acquire(uint64_t namespace_id,
+                                                  Clock::time_point deadline) {
+  // Each attempt proposes the next epoch; only the first record that raises the epoch counts.
+  // Losing means another acquirer won just now: try again above it.
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    std::optional<NamespaceState> state = Get(namespace_id);
+    if (!state) return absl::NotFoundError(absl::StrCat("namespace ", namespace_id, " not found"));
+    ++state->epoch;
+    auto offset = ProduceAndApply(
+        namespace_id, MakeRecord(NamespaceRecord::ACQUIRE, *state, options_.writer), deadline);
+    if (!offset.ok()) return offset.status();
+    RestateIfStale(namespace_id, deadline);
+    std::optional<NamespaceState> now = Get(namespace_id);
+    if (!now) return absl::NotFoundError(absl::StrCat("namespace ", namespace_id, " was deleted"));
+    if (now->epoch == state->epoch && now->epoch_meta_offset == *offset) return *now;
+  }
+  return absl::AbortedError(absl::StrCat("namespace ", namespace_id,
+                                         " is being acquired by others at the same time; retry"));
+}
+
+absl::StatusOr<NamespaceState> MetaStore::RecordFence(uint64_t namespace_id, Fence fence,
+                                                      Clock::time_point deadline) {
+  std::optional<NamespaceState> state = Get(namespace_id);
+  if (!state) return absl::NotFoundError(absl::StrCat("namespace ", namespace_id, " not found"));
+  state->fences.push_back(fence);
+  auto offset = ProduceAndApply(
+      namespace_id, MakeRecord(NamespaceRecord::FENCE, *state, options_.writer), deadline);
+  if (!offset.ok()) return offset.status();
+  RestateIfStale(namespace_id, deadline);
+  state = Get(namespace_id);
+  if (!state) return absl::NotFoundError(absl::StrCat("namespace ", namespace_id, " was deleted"));
+  return *state;
+}
+
+absl::Status MetaStore::CatchUp(Clock::time_point deadline) {
+  auto end = QueryWatermarks(watermarks_client_.get(), options_.topic, 0,
+                             std::max(1, MillisLeft(deadline)));
+  if (!end.ok()) return end.status();
+  return WaitApplied(end->high - 1, deadline);
+}
+
+absl::Status MetaStore::Delete(uint64_t namespace_id, Clock::time_point deadline) {
+  std::optional<NamespaceState> state = Get(namespace_id);
+  if (!state) return absl::NotFoundError(absl::StrCat("namespace ", namespace_id, " not found"));
+  state->deleted = true;
+  return ProduceAndApply(namespace_id, MakeRecord(NamespaceRecord::DELETE, *state, options_.writer),
+                         deadline)
+      .status();
+}
+
+absl::Status MetaStore::RecordPrune(const Slot& slot, int64_t before, Clock::time_point deadline) {
+  meta::v1::SlotRecord record;
+  record.set_version(1);
+  record.set_topic(slot.topic);
+  record.set_partition(slot.partition);
+  record.set_pruned_before(before);
+  record.set_writer(options_.writer);
+  return ProduceAndApply(absl::StrCat(kPruneKeyPrefix, slot.topic, "/", slot.partition),
+                         record.SerializeAsString(), deadline)
+      .status();
+}
+
+int64_t MetaStore::PrunedBefore(const Slot& slot) const {
+  std::lock_guard lock(mu_);
+  auto it = pruned_before_.find({slot.topic, slot.partition});
+  return it == pruned_before_.end() ? 0 : it->second;
+}
+
+std::map<std::pair<std::string, int32_t>, int64_t> MetaStore::LowestFirstEntryIds() const {
+  std::lock_guard lock(mu_);
+  return table_.LowestFirstEntryIds();
+}
+
+std::optional<AppendRoute> MetaStore::Route(uint64_t namespace_id) const {
+  std::lock_guard lock(mu_);
+  return table_.Route(namespace_id);
+}
+
+std::optional<NamespaceState> MetaStore::Get(uint64_t namespace_id) const {
+  std::lock_guard lock(mu_);
+  return table_.Get(namespace_id);
+}
+
+std::optional<int64_t> MetaStore::TruncatedBefore(uint64_t namespace_id) const {
+  std::lock_guard lock(mu_);
+  return table_.TruncatedBefore(namespace_id);
+}
+
+std::vector<NamespaceState> MetaStore::List(uint64_t after, size_t limit) const {
+  std::lock_guard lock(mu_);
+  return table_.List(after, limit);
+}
+
+std::vector<std::pair<Slot, size_t>> MetaStore::LoadPerSlot() const {
+  std::lock_guard lock(mu_);
+  std::vector<std::pair<Slot, size_t>> out;
+  const std::vector<size_t> load = table_.LoadPerSlot();
+  for (size_t i = 0; i < load.size(); ++i) out.emplace_back(table_.slots()[i], load[i]);
+  return out;
+}
+
+absl::Status MetaStore::Health() const {
+  std::lock_guard lock(mu_);
+  if (tail_error_.empty()) return absl::OkStatus();
+  return absl::UnavailableError(absl::StrCat("metadata topic ", options_.topic, ": ", tail_error_));
+}
+
+uint64_t MetaStore::records_skipped() const {
+  std::lock_guard lock(mu_);
+  return skipped_;
+}
+
+}  // namespace wal

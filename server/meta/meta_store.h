@@ -1,0 +1,144 @@
+// The namespace table kept in the compacted metadata topic. Every change is a record produced to
+// that one-partition topic; a tail thread applies the records in offset order, so all servers on
+// one Kafka agree on the table without any other store. A change returns once the server has
+// read its own record back, so the caller sees the change (and who won a race) at once.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "server/common/deadline.h"
+#include "server/kafka/client.h"
+#include "server/kafka/consumer.h"
+#include "server/kafka/producer.h"
+#include "server/meta/namespace_table.h"
+
+namespace wal {
+
+struct MetaOptions {
+  std::string topic;   // <prefix>_meta
+  std::string writer;  // this server's name, recorded in each record
+  int startup_timeout_ms = 60000;
+};
+
+class MetaStore {
+ public:
+  // Reads the metadata topic to its end before returning, then keeps tailing it.
+  static absl::StatusOr<std::unique_ptr<MetaStore>> Open(const KafkaProperties& properties,
+                                                         std::vector<Slot> slots,
+                                                         MetaOptions options);
+  ~MetaStore();
+  // For shutdown: fails the records waiting in the producer and every call waiting on one, and
+  // refuses new changes, so that no call waits on an unreachable Kafka any longer.
+  void FailPending();
+
+  // Returns the namespace and whether this call created it. `slot_end` gives the current end
+  // offset of a slot (the new namespace's start_offset). Blocks until the record is read back.
+  absl::StatusOr<std::pair<NamespaceState, bool>> Create(
+      uint64_t namespace_id, const std::function<absl::StatusOr<int64_t>(const Slot&)>& slot_end,
+      Clock::time_point deadline);
+  // Raises the truncation point; NOT_FOUND for an unknown namespace. Blocks like Create.
+  absl::StatusOr<NamespaceState> Truncate(uint64_t namespace_id, int64_t truncated_before,
+                                          Clock::time_point deadline);
+  absl::Status Delete(uint64_t namespace_id, Clock::time_point deadline);
+  // Raises the namespace's epoch by one and returns the state with the new epoch, which this
+  // call's record established (retrying when another server raised it at the same time).
+  // NOT_FOUND for an unknown namespace.
+  absl::StatusOr<NamespaceState> Acquire(uint64_t namespace_id, Clock::time_point deadline);
+  // Records that the fence record of `epoch` lies at `offset` of the namespace's slot.
+  absl::StatusOr<NamespaceState> RecordFence(uint64_t namespace_id, Fence fence,
+                                             Clock::time_point deadline);
+  // Reads the metadata topic up to its current end, so the table holds every change made
+  // before this call (by any server).
+  absl::Status CatchUp(Clock::time_point deadline);
+
+  // Records that the slot's records below `before` are about to be deleted (pruned on purpose).
+  absl::Status RecordPrune(const Slot& slot, int64_t before, Clock::time_point deadline);
+  // The highest pruning point recorded for the slot (0: never pruned).
+  int64_t PrunedBefore(const Slot& slot) const;
+  // Per slot with live namespaces: the lowest first_entry_id among them.
+  std::map<std::pair<std::string, int32_t>, int64_t> LowestFirstEntryIds() const;
+
+  std::optional<NamespaceState> Get(uint64_t namespace_id) const;
+  // The namespace's truncation point; nullopt when it does not exist (any more).
+  std::optional<int64_t> TruncatedBefore(uint64_t namespace_id) const;
+  std::optional<AppendRoute> Route(uint64_t namespace_id) const;
+  // Live namespaces per slot, in allocation order.
+  std::vector<std::pair<Slot, size_t>> LoadPerSlot() const;
+  // OK while the metadata topic is tailed without error; else why not.
+  absl::Status Health() const;
+  // The producer of metadata records now (for tests and metrics).
+  const Producer* producer() const;
+  // Producers replaced after a fatal error.
+  uint64_t producer_replacements() const;
+  // A client for watermark queries only, shared with the reader: every librdkafka client costs
+  // a thread that wakes up even when walserver is idle.
+  rd_kafka_t* watermarks_client() const { return watermarks_client_.get(); }
+  std::vector<NamespaceState> List(uint64_t after, size_t limit) const;
+  uint64_t records_skipped() const;
+
+ private:
+  MetaStore(std::vector<Slot> slots, MetaOptions options);
+  void TailLoop();
+  void ApplyMessage(const rd_kafka_message_t& msg);
+  void ApplyMessageLocked(const rd_kafka_message_t& msg) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Produces `record` for `namespace_id`, waits for Kafka's ack and for the tail thread to apply
+  // it; returns its offset.
+  absl::StatusOr<int64_t> ProduceAndApply(uint64_t namespace_id,
+                                          const meta::v1::NamespaceRecord& record,
+                                          Clock::time_point deadline);
+  absl::StatusOr<int64_t> ProduceAndApply(const std::string& key, std::string value,
+                                          Clock::time_point deadline);
+  absl::Status WaitApplied(int64_t offset, Clock::time_point deadline);
+  void Restate(const NamespaceState& state, Clock::time_point deadline);
+  // Restates deletions that a stale record came after (kStaleAfterDelete), on its own thread:
+  // the tail thread that finds them cannot wait for its own reading.
+  void RedeleteLoop();
+  // Restates the namespace if the latest record of its key falls short of its state (it was
+  // written from a stale view), so that compaction cannot lose a change.
+  void RestateIfStale(uint64_t namespace_id, Clock::time_point deadline);
+
+  // The producer to use, replaced first if it suffered a fatal error (the idempotent
+  // producer's sequence state, say), which no record could ever get past.
+  absl::StatusOr<Producer*> LiveProducer();
+
+  const MetaOptions options_;
+  KafkaProperties properties_;  // for replacement producers
+  mutable std::mutex producer_mu_;
+  std::unique_ptr<Producer> producer_;  // replaced under producer_mu_
+  // Replaced producers: kept until the store goes, since callers may still hold them.
+  std::vector<std::unique_ptr<Producer>> retired_producers_;
+  std::unique_ptr<Consumer> consumer_;
+  // For CatchUp's end-of-topic queries: kept apart from the tail consumer, whose fetches a
+  // query would wait behind while Kafka is unreachable.
+  KafkaHandle watermarks_client_;
+
+  // std::mutex rather than absl::Mutex: ThreadSanitizer sees it without an instrumented Abseil.
+  mutable std::mutex mu_;
+  std::condition_variable applied_;  // signalled when next_offset_ rises
+  NamespaceTable table_ ABSL_GUARDED_BY(mu_);
+  int64_t next_offset_ ABSL_GUARDED_BY(mu_) = 0;  // all records below are applied
+  uint64_t skipped_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string tail_error_ ABSL_GUARDED_BY(mu_);
+  std::map<std::pair<std::string, int32_t>, int64_t> pruned_before_ ABSL_GUARDED_BY(mu_);
+
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> failing_{false};  // FailPending() was called
+  std::thread tail_thread_;
+  std::condition_variable redelete_cv_;
+  std::vector<uint64_t> redelete_ ABSL_GUARDED_BY(mu_);  // namespaces for RedeleteLoop
+  std::thread redelete_thread_;
+};
+
+}  // namespace wal

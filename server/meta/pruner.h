@@ -1,0 +1,57 @@
+// Physical pruning (DESIGN.md, "Pruning"): deletes the records of each slot that no live
+// namespace can read any more, with Kafka's DeleteRecords.
+//
+// Safety. The prune point of a slot is min(h, lowest first_entry_id of its live namespaces),
+// where h is the slot's end read *before* the namespace table is brought up to the end of the
+// metadata topic. A namespace missing from that table was created after h was read, so all its
+// entries lie at or above h, even if its start_offset (read by its creator earlier) is below. The
+// point is recorded in the metadata topic before the deletion, so a read that finds records
+// missing below it knows they were pruned (and the namespace had nothing there), while records
+// missing above it are reported as DATA_LOSS.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "server/common/metrics.h"
+#include "server/meta/meta_store.h"
+
+namespace wal {
+
+class Pruner {
+ public:
+  // Prunes `slots` every `interval` (with jitter) through `admin`.
+  Pruner(MetaStore* meta, rd_kafka_t* admin, std::vector<Slot> slots,
+         std::chrono::milliseconds interval, Metrics* metrics);
+  ~Pruner();  // Stop(), then waits for the step in progress (at most kStepTimeout)
+
+  // Asks the pruner to stop without waiting: the round in progress ends after its current step,
+  // so that shutdown never waits on Kafka for more than one step.
+  void Stop();
+
+  // One round over every slot; returns the first error (the other slots are still tried).
+  absl::Status RunOnce();
+
+  // A round's whole budget, and the most any one Kafka query of it may take.
+  static constexpr std::chrono::milliseconds kRoundTimeout{30000};
+  static constexpr std::chrono::milliseconds kStepTimeout{5000};
+
+ private:
+  void Loop();
+  bool stopping();
+
+  MetaStore* const meta_;
+  rd_kafka_t* const admin_;
+  const std::vector<Slot> slots_;
+  const std::chrono::milliseconds interval_;
+  Metrics* const metrics_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace wal

@@ -1,0 +1,18 @@
+// The one place where absl::Status values become gRPC statuses (kafka/errors.h is the other
+// translation, from librdkafka errors).
+#pragma once
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "grpcpp/support/status.h"
+
+namespace wal {
+
+inline grpc::Status ToGrpcStatus(const absl::Status& status) {
+  if (status.ok()) return grpc::Status::OK;
+  // absl::StatusCode and grpc::StatusCode share their numbering (both follow google.rpc.Code).
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
+}
+
+}  // namespace wal

@@ -1,0 +1,94 @@
+// The gRPC face of walserver (callback API): validates requests, then hands them to the
+// namespace table (MetaStore), the EntryWriter or the EntryReader. All errors leave through
+// ToGrpcStatus.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+
+#include "server/common/deadline.h"
+#include "server/common/metrics.h"
+#include "server/common/work_queue.h"
+#include "server/log/entry_reader.h"
+#include "server/log/entry_writer.h"
+#include "server/meta/meta_store.h"
+#include "wal/v1/wal.grpc.pb.h"
+
+namespace wal {
+
+struct ServiceOptions {
+  uint64_t max_entry_bytes = 64 << 20;
+  uint64_t max_inflight_append_bytes = 256 << 20;
+  // Upper bound on Kafka round trips of admin calls without a (shorter) deadline.
+  std::chrono::milliseconds admin_timeout{10000};
+  int admin_threads = 4;
+  // When set, every call must carry "authorization: Bearer <auth_token>" (else UNAUTHENTICATED).
+  std::string auth_token;
+};
+
+class WalServiceImpl final : public v1::WalService::CallbackService {
+ public:
+  // `kafka` is any client handle, used for watermark queries.
+  WalServiceImpl(ServiceOptions options, MetaStore* meta, EntryWriter* writer, EntryReader* reader,
+                 rd_kafka_t* kafka, Metrics* metrics);
+
+  grpc::ServerUnaryReactor* CreateNamespace(grpc::CallbackServerContext* ctx,
+                                            const v1::CreateNamespaceRequest* request,
+                                            v1::CreateNamespaceResponse* response) override;
+  grpc::ServerUnaryReactor* Append(grpc::CallbackServerContext* ctx,
+                                   const v1::AppendRequest* request,
+                                   v1::AppendResponse* response) override;
+  grpc::ServerWriteReactor<v1::ReadResponse>* Read(grpc::CallbackServerContext* ctx,
+                                                   const v1::ReadRequest* request) override;
+  grpc::ServerUnaryReactor* Truncate(grpc::CallbackServerContext* ctx,
+                                     const v1::TruncateRequest* request,
+                                     v1::TruncateResponse* response) override;
+  grpc::ServerUnaryReactor* GetNamespace(grpc::CallbackServerContext* ctx,
+                                         const v1::GetNamespaceRequest* request,
+                                         v1::GetNamespaceResponse* response) override;
+  grpc::ServerUnaryReactor* ListNamespaces(grpc::CallbackServerContext* ctx,
+                                           const v1::ListNamespacesRequest* request,
+                                           v1::ListNamespacesResponse* response) override;
+  grpc::ServerUnaryReactor* DeleteNamespace(grpc::CallbackServerContext* ctx,
+                                            const v1::DeleteNamespaceRequest* request,
+                                            v1::DeleteNamespaceResponse* response) override;
+  grpc::ServerUnaryReactor* AcquireNamespace(grpc::CallbackServerContext* ctx,
+                                             const v1::AcquireNamespaceRequest* request,
+                                             v1::AcquireNamespaceResponse* response) override;
+
+ private:
+  // Checks every entry of an append and builds its items: a bad request writes nothing.
+  // `epoch_ahead` is set when an entry carries an epoch above the one this server knows (an
+  // acquisition through another server that the table has not caught up with yet).
+  absl::Status PrepareAppend(const v1::AppendRequest& request, std::vector<AppendItem>* items,
+                             bool* epoch_ahead);
+  // Hands prepared items to the writer (after the in-flight cap) and finishes `reactor`.
+  void StartAppend(grpc::ServerUnaryReactor* reactor, Clock::time_point deadline,
+                   std::vector<AppendItem> items, v1::AppendResponse* response);
+  // Runs `work` on the admin pool and finishes the call with its status.
+  grpc::ServerUnaryReactor* Defer(grpc::CallbackServerContext* ctx,
+                                  std::function<absl::Status(Clock::time_point)> work);
+  Clock::time_point AdminDeadline(grpc::CallbackServerContext* ctx) const;
+  // OK when no token is configured or the call carries the right one.
+  absl::Status Authenticate(const grpc::CallbackServerContext& ctx) const;
+  // The namespace; when this server does not know it, after catching up with the metadata topic
+  // (it may have been created through another server a moment ago). NOT_FOUND if still unknown.
+  absl::StatusOr<NamespaceState> Lookup(uint64_t namespace_id, Clock::time_point deadline) const;
+  // The slot's end offset (next_entry_id of every namespace in it).
+  absl::StatusOr<int64_t> SlotEnd(const Slot& slot, Clock::time_point deadline) const;
+  void Fill(const NamespaceState& state, int64_t slot_end, v1::Namespace* out) const;
+
+  const ServiceOptions options_;
+  MetaStore* const meta_;
+  EntryWriter* const writer_;
+  EntryReader* const reader_;
+  rd_kafka_t* const kafka_;
+  Metrics* const metrics_;
+  std::atomic<uint64_t> inflight_append_bytes_{0};
+  WorkQueue admin_pool_;
+};
+
+// The caller's deadline on the steady clock (time_point::max() when there is none).
+Clock::time_point SteadyDeadline(const grpc::CallbackServerContext& ctx);
+
+}  // namespace wal

@@ -1,0 +1,42 @@
+#include "server/common/deadline.h"
+
+#include <gtest/gtest.h>
+
+namespace wal {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+TEST(Deadline, MillisLeftIsClampedToZeroAndTheCap) {
+  EXPECT_EQ(MillisLeft(Clock::now() - seconds(5)), 0);
+  EXPECT_EQ(MillisLeft(Clock::time_point::max()), 10000);
+  EXPECT_EQ(MillisLeft(Clock::time_point::max(), 250), 250);
+  EXPECT_EQ(MillisLeft(Clock::now() + seconds(60), 2000), 2000);
+  const int left = MillisLeft(Clock::now() + seconds(3));
+  EXPECT_GT(left, 2900);
+  EXPECT_LE(left, 3000);
+}
+
+TEST(Deadline, AnswerByLeavesATenthBetweenTenAndFiveHundredMs) {
+  EXPECT_EQ(AnswerBy(Clock::time_point::max()), Clock::time_point::max());
+  const Clock::time_point far = Clock::now() + seconds(100);
+  EXPECT_EQ(far - AnswerBy(far), milliseconds(500));
+  const Clock::time_point near = Clock::now() + milliseconds(50);
+  EXPECT_EQ(near - AnswerBy(near), milliseconds(10));
+  const Clock::time_point mid = Clock::now() + seconds(2);
+  const auto margin = mid - AnswerBy(mid);
+  EXPECT_GT(margin, milliseconds(190));
+  EXPECT_LE(margin, milliseconds(200));
+}
+
+TEST(Deadline, WithinTakesTheEarlier) {
+  const Clock::time_point soon = Clock::now() + milliseconds(100);
+  EXPECT_EQ(Within(soon, seconds(10)), soon);
+  const Clock::time_point bounded = Within(Clock::time_point::max(), seconds(10));
+  EXPECT_LT(bounded, Clock::now() + seconds(11));
+  EXPECT_GT(bounded, Clock::now() + seconds(9));
+}
+
+}  // namespace
+}  // namespace wal
