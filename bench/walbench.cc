@@ -46,6 +46,7 @@
 #include "client/wal_client.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/create_channel.h"
+#include "server/common/namespace_key.h"
 #include "server/kafka/client.h"
 #include "server/kafka/consumer.h"
 #include "server/kafka/producer.h"

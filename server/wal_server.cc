@@ -47,7 +47,7 @@ absl::Status Validate(const ServerOptions& o) {
     return absl::InvalidArgumentError("append_timeout and admin_timeout must be at least 100 ms");
   }
   // Readers give up a torn split entry once a record encoded 60 s after its first chunk
-  // arrives (server/codec.h): no chunk may land later, with 30 s to spare for clocks.
+  // arrives (log/entry_assembler.h): no chunk may land later, with 30 s to spare for clocks.
   if (o.append_timeout.count() > 30000) {
     return absl::InvalidArgumentError("append_timeout must be at most 30000 ms");
   }
@@ -189,7 +189,7 @@ absl::StatusOr<std::unique_ptr<WalServer>> WalServer::Start(ServerOptions o) {
   writer_kafka["statistics.interval.ms"] = "5000";
   writer_kafka = with_user_properties(writer_kafka);
   // Not overridable: readers rely on no record landing later than append_timeout after it was
-  // encoded (see the torn-entry rules in server/codec.h).
+  // encoded (see the torn-entry rules in log/entry_assembler.h).
   writer_kafka["message.timeout.ms"] = std::to_string(o.append_timeout.count());
   auto writer = EntryWriter::Create(writer_kafka, writer_options, o.name);
   if (!writer.ok()) return writer.status();

@@ -25,6 +25,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "server/common/metrics.h"
+#include "server/common/namespace_key.h"
 #include "server/kafka/admin.h"
 #include "server/kafka/client.h"
 #include "server/kafka/consumer.h"

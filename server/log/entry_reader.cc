@@ -8,11 +8,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/common/deadline.h"
+#include "server/common/namespace_key.h"
 #include "server/kafka/admin.h"
 #include "server/kafka/client.h"
 #include "server/kafka/consumer.h"
 #include "server/kafka/errors.h"
-#include "server/log/record_format.h"
+#include "server/log/entry_assembler.h"
 #include "spdlog/spdlog.h"
 
 namespace wal {
@@ -114,8 +115,8 @@ class EntryReader::Member {
     TakeReady();
     // Behind an incomplete split entry that may still complete (another writer's), entries
     // wait; past a bound the read ends rather than hold more, or give the entry up and lose it
-    // if it does complete. A torn entry is given up within a minute (server/codec.h), so reading
-    // again from it then goes on.
+    // if it does complete. A torn entry is given up within a minute (log/entry_assembler.h), so
+    // reading again from it then goes on.
     if (assembler_.held_bytes() > 2 * reader_->options_.max_entry_bytes) {
       const int64_t resume = assembler_.oldest_incomplete().value_or(offset);
       Flush();

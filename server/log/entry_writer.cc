@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/common/deadline.h"
+#include "server/common/namespace_key.h"
 #include "server/kafka/client.h"
 #include "server/kafka/errors.h"
 #include "server/kafka/producer.h"

@@ -5,12 +5,12 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "server/common/deadline.h"
+#include "server/common/namespace_key.h"
 #include "server/kafka/admin.h"
 #include "server/kafka/client.h"
 #include "server/kafka/consumer.h"
 #include "server/kafka/errors.h"
 #include "server/kafka/producer.h"
-#include "server/log/record_format.h"
 #include "spdlog/spdlog.h"
 
 namespace wal {

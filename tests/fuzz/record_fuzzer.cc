@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "server/log/entry_assembler.h"
 #include "server/log/record_format.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

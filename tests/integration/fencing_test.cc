@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "server/common/namespace_key.h"
 #include "server/log/record_format.h"
 #include "tests/support/test_util.h"
 

@@ -8,6 +8,9 @@
 #include <set>
 #include <tuple>
 
+#include "server/common/namespace_key.h"
+#include "server/log/entry_assembler.h"
+
 namespace wal {
 namespace {
 

@@ -1,0 +1,103 @@
+// Turns the records of one namespace, in offset order, back into its entries (the other half of
+// record_format.h).
+//
+// Torn entries. A split entry whose writer died, was purged or failed part-way never gets its
+// Last record. The assembler gives it up (counted in torn()) as soon as the namespace's records
+// show it can never complete: a later record of the same session that is not its next chunk
+// (one process produces an entry's chunks back to back, in order), a record of the same origin
+// from another session (the writer restarted), a fence of a higher epoch (it could never be
+// read anyway), or a record encoded more than `torn_after_ms` after its first chunk (its
+// writer's producer gives up on a record after the append timeout, at most 30 s). Nothing else:
+// an entry of another live writer may still complete, and dropping it would lose it. A reader
+// bounds what it holds back with held_bytes() instead (log/read_member.cc).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "server/log/record_format.h"
+
+namespace wal {
+
+struct AssembledEntry {
+  uint64_t entry_id = 0;  // offset of the entry's first record
+  std::string data;
+  EntryStamp stamp;
+};
+
+// Rebuilds the entries of one namespace from its records in offset order, and hands them out in
+// entry-id order. Chunks of different entries may interleave (two writers of one namespace), so
+// chunks are matched by nonce, and a complete entry is held back while an earlier-starting one is
+// still incomplete. Incomplete, out-of-sequence, oversized or CRC-failing entries are never
+// returned; they are counted in skipped().
+//
+// Fencing: an entry whose epoch is below that of a fence record seen before its last record (or
+// below `min_epoch`, the fence known to precede the range) is dropped and counted in fenced().
+// Retries: of the entries with the same writer id and sequence, only the first in id order is
+// returned; the others are counted in duplicates().
+class EntryAssembler {
+ public:
+  // A torn entry is given up at the latest when a record encoded `torn_after_ms` after its
+  // first chunk arrives: the writers' append timeout plus a margin for their clocks.
+  static constexpr int64_t kDefaultTornAfterMs = 60000;
+
+  explicit EntryAssembler(uint64_t max_entry_bytes, uint64_t min_epoch = 0,
+                          int64_t torn_after_ms = kDefaultTornAfterMs)
+      : max_entry_bytes_(max_entry_bytes), min_epoch_(min_epoch), torn_after_ms_(torn_after_ms) {}
+
+  // Feeds the record at `offset`; appends the entries that became ready to `out`.
+  void Add(int64_t offset, std::string_view value, std::vector<AssembledEntry>* out);
+  // Gives up on incomplete entries (the end of the range was reached) and hands out the rest.
+  void Flush(std::vector<AssembledEntry>* out);
+
+  uint64_t skipped() const { return skipped_; }
+  uint64_t fenced() const { return fenced_; }
+  uint64_t duplicates() const { return duplicates_; }
+  // Incomplete entries given up because the slot showed they can never complete.
+  uint64_t torn() const { return torn_; }
+  // Bytes held in incomplete entries.
+  size_t buffered_bytes() const { return buffered_bytes_; }
+  // Bytes held in all: incomplete entries and complete ones waiting behind them.
+  size_t held_bytes() const { return buffered_bytes_ + ready_bytes_; }
+  // The id of the earliest incomplete entry, if any: where a read that gives up resumes.
+  std::optional<int64_t> oldest_incomplete() const;
+
+ private:
+  struct Partial {
+    int64_t first_offset = 0;
+    RecordHeader header;
+    std::string data;
+    uint32_t next_chunk = 1;
+  };
+  void Complete(int64_t first_offset, const RecordHeader& header, std::string data,
+                std::vector<AssembledEntry>* out);
+  void Release(std::vector<AssembledEntry>* out);
+  // True the first time a (writer, sequence) is seen.
+  bool FirstCopy(const EntryStamp& stamp);
+  // Gives up on the incomplete entries that `next` (the record after them) shows to be torn.
+  void DropTorn(const RecordHeader& next, std::vector<AssembledEntry>* out);
+  enum class Fate { kMayComplete, kTorn, kFenced };
+  Fate FateOf(const Partial& p, const RecordHeader& next) const;
+
+  uint64_t max_entry_bytes_;
+  uint64_t min_epoch_;
+  int64_t torn_after_ms_;
+  std::map<uint64_t, Partial> partials_;     // by nonce
+  std::map<int64_t, AssembledEntry> ready_;  // complete, held back; by entry id
+  // Sequences seen per writer id, as disjoint closed ranges (first -> last): retries and
+  // concurrent appends may arrive out of order, but the ranges stay few.
+  std::map<uint64_t, std::map<uint64_t, uint64_t>> seen_;
+  uint64_t skipped_ = 0;
+  uint64_t fenced_ = 0;
+  uint64_t duplicates_ = 0;
+  uint64_t torn_ = 0;
+  size_t buffered_bytes_ = 0;
+  size_t ready_bytes_ = 0;  // in ready_
+};
+
+}  // namespace wal
