@@ -306,7 +306,7 @@ void WalServer::AddCollectors() {
     w.Sample("walserver_namespaces", {}, static_cast<double>(live));
     for (const auto& [slot, offset] : meta->LowestFirstEntryIds()) {
       w.Sample("walserver_slot_lowest_first_entry_id",
-               {{"topic", slot.first}, {"partition", std::to_string(slot.second)}},
+               {{"topic", slot.topic}, {"partition", std::to_string(slot.partition)}},
                static_cast<double>(offset));
     }
     for (const auto& [slot, count] : meta->LoadPerSlot()) {

@@ -14,6 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "server/common/deadline.h"
+#include "server/common/slot.h"
 #include "server/kafka/errors.h"
 #include "spdlog/spdlog.h"
 
@@ -167,8 +168,8 @@ namespace {
 constexpr int kMaxAbandonedQueriesPerPartition = 8;
 std::atomic<int> abandoned_queries{0};
 std::mutex abandoned_mu;
-std::map<std::pair<std::string, int32_t>, int> abandoned_per_partition;  // under abandoned_mu
-std::atomic<uint64_t> cancellations{0};  // CancelWatermarkQueries() calls
+std::map<Slot, int> abandoned_per_partition;  // under abandoned_mu
+std::atomic<uint64_t> cancellations{0};       // CancelWatermarkQueries() calls
 
 struct WatermarkQuery {
   std::mutex mu;
@@ -184,7 +185,7 @@ rd_kafka_resp_err_t QueryOnce(rd_kafka_t* rk, const std::string& topic, int32_t 
   const uint64_t cancelled_before = cancellations.load();
   {
     std::lock_guard<std::mutex> lock(abandoned_mu);
-    auto it = abandoned_per_partition.find({topic, partition});
+    auto it = abandoned_per_partition.find(Slot{topic, partition});
     if (it != abandoned_per_partition.end() && it->second >= kMaxAbandonedQueriesPerPartition) {
       return RD_KAFKA_RESP_ERR__TIMED_OUT;
     }
@@ -202,8 +203,8 @@ rd_kafka_resp_err_t QueryOnce(rd_kafka_t* rk, const std::string& topic, int32_t 
       if (query->abandoned) {
         --abandoned_queries;
         std::lock_guard<std::mutex> count_lock(abandoned_mu);
-        if (--abandoned_per_partition[{topic, partition}] == 0) {
-          abandoned_per_partition.erase({topic, partition});
+        if (--abandoned_per_partition[Slot{topic, partition}] == 0) {
+          abandoned_per_partition.erase(Slot{topic, partition});
         }
       }
       query->cv.notify_all();
@@ -221,7 +222,7 @@ rd_kafka_resp_err_t QueryOnce(rd_kafka_t* rk, const std::string& topic, int32_t 
     query->abandoned = true;
     ++abandoned_queries;
     std::lock_guard<std::mutex> count_lock(abandoned_mu);
-    ++abandoned_per_partition[{topic, partition}];
+    ++abandoned_per_partition[Slot{topic, partition}];
     return RD_KAFKA_RESP_ERR__TIMED_OUT;
   }
   *out = query->marks;

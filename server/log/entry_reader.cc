@@ -604,7 +604,7 @@ class EntryReader::SlotScan : public std::enable_shared_from_this<SlotScan> {
 
 void EntryReader::Join(const std::shared_ptr<Member>& member, bool shared) {
   std::lock_guard<std::mutex> lock(mu_);
-  const auto key = std::make_pair(member->slot().topic, member->slot().partition);
+  const Slot& key = member->slot();
   auto it = scans_.find(key);
   if (shared && it != scans_.end() && it->second->TryJoin(member)) return;
   // No scan of the slot, or it is past this read's start: a new one (the old one, if any,

@@ -101,7 +101,7 @@ class EntryReader {
   size_t running_ = 0;  // reads (capped by max_concurrent_reads)
   size_t scans_running_ = 0;
   std::vector<std::unique_ptr<Consumer>> idle_consumers_;
-  std::map<std::pair<std::string, int32_t>, std::shared_ptr<SlotScan>> scans_;
+  std::map<Slot, std::shared_ptr<SlotScan>> scans_;
 };
 
 }  // namespace wal

@@ -244,7 +244,7 @@ void MetaStore::ApplyMessageLocked(const rd_kafka_message_t& msg) {
       ++skipped_;
       return;
     }
-    int64_t& before = pruned_before_[{slot.topic(), slot.partition()}];
+    int64_t& before = pruned_before_[Slot{slot.topic(), slot.partition()}];
     before = std::max(before, slot.pruned_before());
     return;
   }
@@ -483,11 +483,11 @@ absl::Status MetaStore::RecordPrune(const Slot& slot, int64_t before, Clock::tim
 
 int64_t MetaStore::PrunedBefore(const Slot& slot) const {
   std::lock_guard lock(mu_);
-  auto it = pruned_before_.find({slot.topic, slot.partition});
+  auto it = pruned_before_.find(slot);
   return it == pruned_before_.end() ? 0 : it->second;
 }
 
-std::map<std::pair<std::string, int32_t>, int64_t> MetaStore::LowestFirstEntryIds() const {
+std::map<Slot, int64_t> MetaStore::LowestFirstEntryIds() const {
   std::lock_guard lock(mu_);
   return table_.LowestFirstEntryIds();
 }

@@ -68,7 +68,7 @@ class MetaStore {
   // The highest pruning point recorded for the slot (0: never pruned).
   int64_t PrunedBefore(const Slot& slot) const;
   // Per slot with live namespaces: the lowest first_entry_id among them.
-  std::map<std::pair<std::string, int32_t>, int64_t> LowestFirstEntryIds() const;
+  std::map<Slot, int64_t> LowestFirstEntryIds() const;
 
   std::optional<NamespaceState> Get(uint64_t namespace_id) const;
   // The namespace's truncation point; nullopt when it does not exist (any more).
@@ -131,7 +131,7 @@ class MetaStore {
   int64_t next_offset_ ABSL_GUARDED_BY(mu_) = 0;  // all records below are applied
   uint64_t skipped_ ABSL_GUARDED_BY(mu_) = 0;
   std::string tail_error_ ABSL_GUARDED_BY(mu_);
-  std::map<std::pair<std::string, int32_t>, int64_t> pruned_before_ ABSL_GUARDED_BY(mu_);
+  std::map<Slot, int64_t> pruned_before_ ABSL_GUARDED_BY(mu_);
 
   std::atomic<bool> stop_{false};
   std::atomic<bool> failing_{false};  // FailPending() was called

@@ -57,14 +57,14 @@ bool CarriesState(const NamespaceRecord& r, const NamespaceState& state) {
 NamespaceTable::NamespaceTable(std::vector<Slot> slots)
     : slots_(std::move(slots)), load_(slots_.size(), 0) {
   for (size_t i = 0; i < slots_.size(); ++i) {
-    slot_index_[{slots_[i].topic, slots_[i].partition}] = i;
+    slot_index_[slots_[i]] = i;
   }
 }
 
 void NamespaceTable::CountLoad(const NamespaceState& state, int delta) {
   if (state.deleted) return;
   live_ += delta;
-  auto it = slot_index_.find({state.slot.topic, state.slot.partition});
+  auto it = slot_index_.find(state.slot);
   // A slot outside our list: another server was configured with more slots.
   if (it != slot_index_.end()) load_[it->second] += delta;
 }
@@ -167,12 +167,12 @@ std::vector<NamespaceState> NamespaceTable::List(uint64_t after, size_t limit) c
   return out;
 }
 
-std::map<std::pair<std::string, int32_t>, int64_t> NamespaceTable::LowestFirstEntryIds() const {
-  std::map<std::pair<std::string, int32_t>, int64_t> lowest;
+std::map<Slot, int64_t> NamespaceTable::LowestFirstEntryIds() const {
+  std::map<Slot, int64_t> lowest;
   for (const auto& [id, row] : rows_) {
     if (row.state.deleted) continue;
     const int64_t first = row.state.first_entry_id();
-    auto [it, fresh] = lowest.try_emplace({row.state.slot.topic, row.state.slot.partition}, first);
+    auto [it, fresh] = lowest.try_emplace(row.state.slot, first);
     if (!fresh) it->second = std::min(it->second, first);
   }
   return lowest;

@@ -11,15 +11,10 @@
 #include <string>
 #include <vector>
 
+#include "server/common/slot.h"
 #include "wal/meta/v1/meta.pb.h"
 
 namespace wal {
-
-struct Slot {
-  std::string topic;
-  int32_t partition = 0;
-  bool operator==(const Slot& o) const { return topic == o.topic && partition == o.partition; }
-};
 
 // A fence record in a slot: the namespace's records of a lower epoch after it are ignored.
 struct Fence {
@@ -90,7 +85,7 @@ class NamespaceTable {
   // Live namespaces with id > `after`, in id order, at most `limit`.
   std::vector<NamespaceState> List(uint64_t after, size_t limit) const;
   // Per slot with live namespaces (any slot, not only ours): their lowest first_entry_id.
-  std::map<std::pair<std::string, int32_t>, int64_t> LowestFirstEntryIds() const;
+  std::map<Slot, int64_t> LowestFirstEntryIds() const;
   // Live namespaces per slot, in the order of the constructor's slots.
   std::vector<size_t> LoadPerSlot() const;
   // The slot with the fewest live namespaces; the first such slot on a tie, so that servers
@@ -117,7 +112,7 @@ class NamespaceTable {
   void CountLoad(const NamespaceState& state, int delta);
 
   std::vector<Slot> slots_;
-  std::map<std::pair<std::string, int32_t>, size_t> slot_index_;
+  std::map<Slot, size_t> slot_index_;
   std::vector<size_t> load_;
   std::map<uint64_t, Row> rows_;
   size_t live_ = 0;

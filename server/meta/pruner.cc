@@ -90,7 +90,7 @@ absl::Status Pruner::RunOnce() {
     if (absl::Status s = give_up(); !s.ok()) return s;
     const Slot& slot = slots_[i];
     int64_t point = marks[i]->high;
-    if (auto it = lowest.find({slot.topic, slot.partition}); it != lowest.end()) {
+    if (auto it = lowest.find(slot); it != lowest.end()) {
       point = std::min(point, it->second);
     }
     if (point > meta_->PrunedBefore(slot)) {

@@ -422,14 +422,13 @@ grpc::ServerUnaryReactor* WalServiceImpl::ListNamespaces(grpc::CallbackServerCon
     std::vector<NamespaceState> page = meta_->List(after, page_size + 1);
     const bool more = page.size() > page_size;
     if (more) page.resize(page_size);
-    std::map<std::pair<std::string, int32_t>, int64_t> ends;  // one query per slot
+    std::map<Slot, int64_t> ends;  // one query per slot
     for (const NamespaceState& state : page) {
-      auto key = std::make_pair(state.slot.topic, state.slot.partition);
-      auto it = ends.find(key);
+      auto it = ends.find(state.slot);
       if (it == ends.end()) {
         auto end = SlotEnd(state.slot, deadline);
         if (!end.ok()) return end.status();
-        it = ends.emplace(key, *end).first;
+        it = ends.emplace(state.slot, *end).first;
       }
       Fill(state, it->second, response->add_namespaces());
     }
