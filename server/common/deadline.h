@@ -11,10 +11,11 @@ using Clock = std::chrono::steady_clock;
 
 // How long a bounded wait on Kafka may take when nothing else bounds it: a metadata round trip,
 // a watermark query, a topic lookup. Every caller's own deadline still comes first.
-inline constexpr std::chrono::seconds kKafkaRequestTimeout{10};
+inline constexpr std::chrono::milliseconds kKafkaRequestTimeout{10000};
 
 // Milliseconds from now until `deadline`, clamped to [0, cap]; `cap` for no deadline.
-int MillisLeft(Clock::time_point deadline, int cap = kKafkaRequestTimeout.count() * 1000);
+int MillisLeft(Clock::time_point deadline,
+               int cap = static_cast<int>(kKafkaRequestTimeout.count()));
 
 // When to give up on work for a caller whose deadline is `deadline`: a tenth of the time left
 // before it (10 ms to 500 ms), so the caller hears why instead of timing out blind.

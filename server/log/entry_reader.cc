@@ -386,7 +386,6 @@ class EntryReader::SlotScan : public std::enable_shared_from_this<SlotScan> {
 
   static constexpr int64_t kMaxRewindBytes = 256 << 20;
   // Bounds a watermark query the scan makes for its members (each ends at its own deadline).
-  static constexpr auto kKafkaQueryTimeout = std::chrono::seconds(10);
 
   // After members came or went: drops finished ones and indexes the rest by namespace, so that
   // a record costs a lookup, not a call per member (100 reads of a slot share its scan).
@@ -509,7 +508,7 @@ class EntryReader::SlotScan : public std::enable_shared_from_this<SlotScan> {
         if (absl::IsDataLoss(status)) {
           // Pruned under the scan (entries truncated meanwhile), or really lost? Only the
           // members that needed the missing records end; the scan goes on past them.
-          const auto deadline = Clock::now() + kKafkaQueryTimeout;
+          const auto deadline = Clock::now() + kKafkaRequestTimeout;
           auto marks = QueryWatermarks(reader_->meta_->watermarks_client(), slot_.topic,
                                        slot_.partition, MillisLeft(deadline, INT32_MAX));
           if (!marks.ok()) {
@@ -633,9 +632,7 @@ absl::Status EntryReader::PrunedOrLost(const Slot& slot, int64_t from, int64_t l
                                        Clock::time_point deadline) {
   // The pruner records its point before deleting; another server's record may not be read yet.
   if (low > meta_->PrunedBefore(slot)) {
-    if (absl::Status s =
-            meta_->CatchUp(std::min(deadline, Clock::now() + std::chrono::seconds(10)));
-        !s.ok()) {
+    if (absl::Status s = meta_->CatchUp(Within(deadline, kKafkaRequestTimeout)); !s.ok()) {
       return s;
     }
   }
@@ -658,8 +655,8 @@ absl::Status EntryReader::Run(const ReadParams& params, const std::shared_ptr<Re
   const auto now = Clock::now();
   const auto catch_up_by =
       stop_at == Clock::time_point::max()
-          ? now + std::chrono::seconds(10)
-          : now + std::min<Clock::duration>((stop_at - now) / 2, std::chrono::seconds(10));
+          ? now + kKafkaRequestTimeout
+          : now + std::min<Clock::duration>((stop_at - now) / 2, kKafkaRequestTimeout);
   if (absl::Status s = meta_->CatchUp(catch_up_by); !s.ok()) return s;
   std::optional<NamespaceState> ns = meta_->Get(params.namespace_id);
   if (!ns) {

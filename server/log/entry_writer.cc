@@ -102,7 +102,10 @@ absl::StatusOr<std::unique_ptr<EntryWriter>> EntryWriter::Create(const KafkaProp
   for (int i = 0; i < std::max(1, options.producers); ++i) {
     auto producer = Producer::Create(properties, absl::StrCat(name, "-writer-", i));
     if (!producer.ok()) return producer.status();
-    if (absl::Status s = (*producer)->Prepare(options.topics, 10000); !s.ok()) return s;
+    if (absl::Status s =
+            (*producer)->Prepare(options.topics, static_cast<int>(kKafkaRequestTimeout.count()));
+        !s.ok())
+      return s;
     auto slot = std::make_unique<ProducerSlot>();
     slot->producer = std::move(*producer);
     writer->producers_.push_back(std::move(slot));

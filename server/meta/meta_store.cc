@@ -132,7 +132,7 @@ void MetaStore::RedeleteLoop() {
     lock.unlock();
     for (uint64_t id : ids) {
       if (stop_.load() || failing_.load()) break;
-      const auto deadline = Clock::now() + std::chrono::seconds(10);
+      const auto deadline = Clock::now() + kKafkaRequestTimeout;
       // Read to the end first: another server may have restated the deletion already.
       if (absl::Status s = CatchUp(deadline); !s.ok()) {
         spdlog::warn("restating the deletion of namespace {}: {}", id, s.ToString());
