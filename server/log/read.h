@@ -1,0 +1,56 @@
+// What a read is, for every part of the read path: its parameters, where it delivers, the
+// reader's options, and the state the reads and scans of one EntryReader share.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "server/common/deadline.h"
+#include "server/common/metrics.h"
+#include "server/meta/meta_store.h"
+#include "wal/v1/wal.pb.h"
+
+namespace wal {
+
+// Where a read delivers. Implemented by the gRPC layer; called from the read's thread.
+class ReadSink {
+ public:
+  virtual ~ReadSink() = default;
+  // Blocks until the sink can take `batch` or the read was cancelled; false when cancelled.
+  virtual bool Send(v1::ReadResponse batch) = 0;
+  virtual bool cancelled() const = 0;
+  // Ends the read; called exactly once, last.
+  virtual void Finish(absl::Status status) = 0;
+};
+
+struct ReadParams {
+  uint64_t namespace_id = 0;
+  uint64_t start_entry_id = 0;
+  uint64_t limit = 0;
+  bool follow = false;
+  Clock::time_point deadline = Clock::time_point::max();
+};
+
+struct ReaderOptions {
+  size_t max_concurrent_reads = 64;
+  size_t max_idle_consumers = 4;
+  uint64_t max_entry_bytes = 64 << 20;
+  size_t batch_bytes = 1 << 20;  // a response message carries about this much
+  // Entry bytes a read may have waiting for its client. A read whose client falls further
+  // behind leaves the shared scan of its slot (which never waits for one client) and goes on
+  // with a scan of its own once its client caught up.
+  size_t read_queue_bytes = 8 << 20;
+};
+
+// Shared by the reads and scans of one EntryReader; outlives them all.
+struct ReadContext {
+  ReaderOptions options;
+  MetaStore* meta = nullptr;  // truncation points, pruning points, the watermarks client
+  Metrics* metrics = nullptr;
+  std::atomic<uint64_t> records_skipped{0};  // records not written by walserver, or undecodable
+  std::atomic<bool> stopping{false};         // graceful shutdown: every read ends UNAVAILABLE
+};
+
+}  // namespace wal

@@ -1,0 +1,189 @@
+#include "server/log/read_member.h"
+
+#include <algorithm>
+#include <limits>
+#include <optional>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace wal {
+
+ReadMember::ReadMember(ReadContext* context, const ReadParams& params,
+                       std::shared_ptr<ReadSink> sink, NamespaceState ns, int64_t start,
+                       int64_t end, Clock::time_point stop_at)
+    : context_(context),
+      params_(params),
+      sink_(std::move(sink)),
+      ns_(std::move(ns)),
+      start_(start),
+      end_(params.follow ? std::numeric_limits<int64_t>::max() : end),
+      stop_at_(stop_at),
+      truncated_before_(ns_.truncated_before),
+      // A fence before the start is not in the scanned range; the table knows its epoch.
+      assembler_(context->options.max_entry_bytes, ns_.FencedEpochBefore(start)) {}
+
+void ReadMember::OnRecord(int64_t offset, uint64_t key, std::string_view value) {
+  // Below next_offset_: seen already, delivered again after the scan went back for a joiner.
+  if (done_ || offset < next_offset_) return;
+  next_offset_ = offset + 1;
+  if (key != params_.namespace_id || offset < start_ || offset >= end_) return;
+  assembler_.Add(offset, value, &ready_);
+  TakeReady();
+  // Behind an incomplete split entry that may still complete (another writer's), entries
+  // wait; past a bound the read ends rather than hold more, or give the entry up and lose it
+  // if it does complete. A torn entry is given up within a minute (log/entry_assembler.h), so
+  // reading again from it then goes on.
+  if (assembler_.held_bytes() > 2 * context_->options.max_entry_bytes) {
+    const int64_t resume = assembler_.oldest_incomplete().value_or(offset);
+    Flush();
+    Finish(absl::UnavailableError(
+        absl::StrCat("entry ", resume, " of namespace ", params_.namespace_id,
+                     " is incomplete and ", assembler_.held_bytes(),
+                     " bytes of entries wait behind it; it may be torn by a writer "
+                     "that failed: read again from entry ",
+                     resume, " in a minute")));
+  }
+}
+
+void ReadMember::OnIdle(int64_t position, bool at_end_of_partition,
+                        const absl::Status& kafka_error) {
+  if (done_) return;
+  if (!kafka_error.ok()) last_error_ = kafka_error;
+  if (at_end_of_partition) last_error_ = absl::OkStatus();
+  if (position >= end_) {
+    assembler_.Flush(&ready_);
+    TakeReady();
+    Flush();
+    Finish(absl::OkStatus());
+    return;
+  }
+  Flush();
+  if (cancelled_ || sink_->cancelled()) {
+    Finish(absl::CancelledError("read cancelled"));
+    return;
+  }
+  if (context_->stopping) {
+    Finish(absl::UnavailableError(absl::StrCat("walserver is shutting down; read namespace ",
+                                               params_.namespace_id, " again from entry ", position,
+                                               " through another walserver or after the restart")));
+    return;
+  }
+  if (Clock::now() >= stop_at_) {
+    Finish(!last_error_.ok() ? last_error_
+                             : absl::DeadlineExceededError(
+                                   absl::StrCat("read of namespace ", params_.namespace_id,
+                                                " reached its deadline at entry ", position)));
+    return;
+  }
+  // A truncation or a deletion since the read began applies from here on (a follower deep in
+  // its backlog must not go on delivering what was truncated).
+  if (Clock::now() - last_meta_check_ >= kMetaCheckInterval) {
+    last_meta_check_ = Clock::now();
+    std::optional<int64_t> truncated_before = context_->meta->TruncatedBefore(params_.namespace_id);
+    if (!truncated_before) {
+      Finish(absl::NotFoundError(absl::StrCat("namespace ", params_.namespace_id, " was deleted")));
+      return;
+    }
+    truncated_before_ = std::max(truncated_before_, *truncated_before);
+  }
+}
+
+void ReadMember::Finish(absl::Status status) {
+  if (done_) return;
+  context_->records_skipped += assembler_.skipped();
+  context_->metrics->read_fenced_entries += assembler_.fenced();
+  context_->metrics->read_duplicate_entries += assembler_.duplicates();
+  context_->metrics->read_torn_entries += assembler_.torn();
+  std::lock_guard<std::mutex> lock(mu_);
+  done_ = true;
+  status_ = std::move(status);
+  cv_.notify_all();
+}
+
+void ReadMember::Detach() {
+  Flush();
+  over_limit_ = false;
+  std::lock_guard<std::mutex> lock(mu_);
+  detached_ = true;
+  cv_.notify_all();
+}
+
+absl::Status ReadMember::Deliver(const std::function<void()>& rejoin) {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    cv_.wait(lock, [this] { return !queue_.empty() || done_ || detached_; });
+    if (!queue_.empty()) {
+      v1::ReadResponse batch = std::move(queue_.front().first);
+      queue_bytes_ -= queue_.front().second;
+      queue_.pop_front();
+      lock.unlock();
+      const bool sent = DropTruncated(&batch) || sink_->Send(std::move(batch));
+      lock.lock();
+      if (!sent) {
+        cancelled_ = true;  // the scan drops the member at its next look
+        return absl::CancelledError("read cancelled");
+      }
+      continue;
+    }
+    if (done_) return status_;
+    detached_ = false;
+    lock.unlock();
+    rejoin();
+    lock.lock();
+  }
+}
+
+void ReadMember::TakeReady() {
+  for (AssembledEntry& e : ready_) {
+    if (done_) break;
+    if (static_cast<int64_t>(e.entry_id) < std::max(start_, truncated_before_)) continue;
+    v1::Entry* out = batch_.add_entries();
+    out->set_namespace_id(params_.namespace_id);
+    out->set_entry_id(e.entry_id);
+    out->set_epoch(e.stamp.epoch);
+    out->set_sequence(e.stamp.sequence);
+    batch_bytes_ += e.data.size();
+    context_->metrics->read_bytes += e.data.size();
+    ++context_->metrics->read_entries;
+    *out->mutable_data() = std::move(e.data);
+    ++sent_;
+    if (params_.limit != 0 && sent_ >= params_.limit) {
+      Flush();
+      Finish(absl::OkStatus());
+    } else if (batch_bytes_ >= context_->options.batch_bytes) {
+      Flush();
+    }
+  }
+  ready_.clear();
+}
+
+void ReadMember::Flush() {
+  if (batch_.entries_size() == 0) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  queue_.emplace_back(std::move(batch_), batch_bytes_);
+  queue_bytes_ += batch_bytes_;
+  if (queue_bytes_ > context_->options.read_queue_bytes) over_limit_ = true;
+  batch_.Clear();
+  batch_bytes_ = 0;
+  cv_.notify_all();
+}
+
+bool ReadMember::DropTruncated(v1::ReadResponse* batch) const {
+  const std::optional<int64_t> truncated_before =
+      context_->meta->TruncatedBefore(params_.namespace_id);
+  const int64_t cut = truncated_before.value_or(std::numeric_limits<int64_t>::max());
+  auto* entries = batch->mutable_entries();
+  if (entries->empty() || static_cast<int64_t>(entries->begin()->entry_id()) >= cut) {
+    return entries->empty();
+  }
+  int keep_from = 0;
+  while (keep_from < entries->size() &&
+         static_cast<int64_t>(entries->Get(keep_from).entry_id()) < cut) {
+    ++keep_from;
+  }
+  entries->DeleteSubrange(0, keep_from);
+  return entries->empty();
+}
+
+}  // namespace wal

@@ -1,0 +1,114 @@
+// One read, as a member of slot scans (slot_scan.h). A scan thread feeds it the records of its
+// slot (OnRecord) and tells it where the scan stands when nothing is coming (OnIdle); the member
+// filters by key, reassembles entries and queues batches. The read's own thread (Deliver) sends
+// the batches to the client. The scan never waits on a client: a member whose queue is over
+// read_queue_bytes is detached (Detach), and its read thread, once the queue drained, starts a
+// scan of its own from resume_at().
+//
+// Threads. The assembler, the batch being filled and the offsets belong to one scan thread at a
+// time: the one whose scan holds the member. The member moves between scans only through a
+// scan's mutex (joining) or through Detach -> Deliver -> the reader joining it again, so two
+// scans never touch it at once. The queue and the flags under mu_ are shared with the read
+// thread. done() and the cancel flag are atomics, read by both.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "server/common/deadline.h"
+#include "server/common/slot.h"
+#include "server/log/entry_assembler.h"
+#include "server/log/read.h"
+#include "server/meta/namespace_table.h"
+#include "wal/v1/wal.pb.h"
+
+namespace wal {
+
+class ReadMember {
+ public:
+  // Reads `params.namespace_id` (whose state was `ns` when the read began) from offset `start`
+  // to `end` (ignored when following), delivering to `sink` until `stop_at`.
+  ReadMember(ReadContext* context, const ReadParams& params, std::shared_ptr<ReadSink> sink,
+             NamespaceState ns, int64_t start, int64_t end, Clock::time_point stop_at);
+
+  uint64_t namespace_id() const { return params_.namespace_id; }
+  const Slot& slot() const { return ns_.slot; }
+  // Where a scan must start for this member: its start, or past what it was handed already.
+  int64_t resume_at() const { return std::max(start_, next_offset_); }
+  int64_t end() const { return end_; }
+  bool done() const { return done_; }
+  // The queue is over its bound: the scan should detach this member (scan thread).
+  bool over_limit() const { return over_limit_; }
+
+  // A record of the slot at `offset` (scan thread).
+  void OnRecord(int64_t offset, uint64_t key, std::string_view value);
+  // The scan is at `position` and has nothing more just now (scan thread): queues what is
+  // batched, finishes when the range is done, cancelled or out of time, and applies a
+  // truncation or deletion made since the read began.
+  void OnIdle(int64_t position, bool at_end_of_partition, const absl::Status& kafka_error);
+  // Ends the member's part in scans (scan thread, or before any scan): its read thread sends
+  // what is queued, then answers `status`.
+  void Finish(absl::Status status);
+  // Takes the member off its scan (scan thread, which must not touch it afterwards).
+  void Detach();
+
+  // The read's thread: sends queued batches to the client until the member is done. When the
+  // member was detached, `rejoin` is called once its queue is empty, to start a scan from
+  // resume_at(). Returns the read's status.
+  absl::Status Deliver(const std::function<void()>& rejoin);
+
+ private:
+  // How often a member looks up its namespace's truncation point while it reads.
+  static constexpr auto kMetaCheckInterval = std::chrono::milliseconds(100);
+
+  // Moves assembled entries into the batch, queueing full batches; finishes at the limit.
+  void TakeReady();
+  // Queues the batch for the read's thread (scan thread); never waits.
+  void Flush();
+  // Read thread: drops the entries of `batch` that a truncation since they were queued removed.
+  // True when nothing is left to send.
+  bool DropTruncated(v1::ReadResponse* batch) const;
+
+  ReadContext* const context_;
+  const ReadParams params_;
+  const std::shared_ptr<ReadSink> sink_;
+  const NamespaceState ns_;
+  const int64_t start_;
+  const int64_t end_;
+  const Clock::time_point stop_at_;
+
+  // The scan thread's (one scan at a time; see the comment at the top).
+  int64_t truncated_before_;
+  int64_t next_offset_ = 0;  // records below were handed to this read already
+  EntryAssembler assembler_;
+  std::vector<AssembledEntry> ready_;
+  v1::ReadResponse batch_;
+  size_t batch_bytes_ = 0;
+  uint64_t sent_ = 0;
+  absl::Status last_error_;
+  Clock::time_point last_meta_check_ = Clock::now();
+  bool over_limit_ = false;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  // Batches with their entry bytes.
+  std::deque<std::pair<v1::ReadResponse, size_t>> queue_ ABSL_GUARDED_BY(mu_);
+  size_t queue_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  bool detached_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status status_ ABSL_GUARDED_BY(mu_);
+  std::atomic<bool> done_{false};       // set under mu_, read without it
+  std::atomic<bool> cancelled_{false};  // the client went away (read thread)
+};
+
+}  // namespace wal

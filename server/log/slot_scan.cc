@@ -1,0 +1,267 @@
+#include "server/log/slot_scan.h"
+
+#include <algorithm>
+#include <optional>
+#include <string_view>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "server/common/namespace_key.h"
+#include "server/kafka/admin.h"
+#include "server/kafka/errors.h"
+
+namespace wal {
+
+bool SlotScan::TryJoin(const std::shared_ptr<ReadMember>& member) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (closed_) return false;
+  if (position_ < 0 || position_ <= member->resume_at()) {
+    pending_.push_back(member);
+    return true;
+  }
+  // Behind the scan: going back costs re-reading what lies between, once for all the reads
+  // waiting for it; a second scan would read the whole slot again alongside. Worth it while the
+  // scan is young (reads of a datanode opening its regions arrive over 100-250 ms).
+  if (member->resume_at() < first_start_ || scanned_bytes_ > kMaxRewindBytes) return false;
+  rewind_to_ = std::min(rewind_to_, member->resume_at());
+  rewinding_.push_back(member);
+  return true;
+}
+
+void SlotScan::Run() {
+  std::this_thread::sleep_for(kJoinWindow);
+  absl::Status status = Scan();
+  if (consumer_) host_->ReleaseConsumer(std::move(consumer_));
+  // Whatever is left ends with the scan's error.
+  std::vector<std::shared_ptr<ReadMember>> left;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    closed_ = true;
+    left.swap(pending_);
+    left.insert(left.end(), rewinding_.begin(), rewinding_.end());
+    rewinding_.clear();
+  }
+  left.insert(left.end(), members_.begin(), members_.end());
+  for (auto& m : left) {
+    if (!m->done()) m->Finish(status.ok() ? absl::InternalError("read scan ended early") : status);
+  }
+  host_->ScanEnded(this);
+}
+
+absl::Status SlotScan::Scan() {
+  if (absl::Status s = Start(); !s.ok()) return s;
+  int64_t rewind_to = -1;
+  while (Admit(&rewind_to)) {
+    if (rewind_to >= 0) {
+      if (absl::Status s = Rewind(rewind_to); !s.ok()) return s;
+      rewind_to = -1;
+    }
+    if (next_ >= max_end_) {  // every member is at its end or waits for new records
+      AllIdle(false, absl::OkStatus());
+      continue;
+    }
+    const auto wait = next_ < bounded_end_ ? kPollWhileBehind : kPollAtEnd;
+    Message msg = consumer_->Poll(static_cast<int>(wait.count()));
+    absl::Status status;
+    if (!msg) {
+      status = OnNothingFetched();
+    } else if (msg->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+      OnEndOfPartition(msg->offset);
+    } else if (msg->err) {
+      status = OnKafkaError(msg->err);
+    } else {
+      OnRecord(*msg);
+    }
+    if (!status.ok()) return status;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SlotScan::Start() {
+  int64_t start;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    start = pending_.front()->resume_at();
+    for (auto& m : pending_) start = std::min(start, m->resume_at());
+    position_ = first_start_ = start;
+  }
+  auto acquired = host_->AcquireConsumer();
+  if (!acquired.ok()) return acquired.status();
+  consumer_ = std::move(*acquired);
+  next_ = furthest_ = start;
+  return consumer_->Assign(slot_.topic, slot_.partition, start);
+}
+
+bool SlotScan::Admit(int64_t* rewind_to) {
+  std::lock_guard<std::mutex> lock(mu_);
+  int64_t new_position = next_;
+  if (!rewinding_.empty()) {
+    new_position = *rewind_to = rewind_to_;
+    rewind_to_ = std::numeric_limits<int64_t>::max();
+    for (auto& m : rewinding_) members_.push_back(std::move(m));
+    rewinding_.clear();
+    changed_ = true;
+  }
+  if (!pending_.empty()) changed_ = true;
+  for (auto& m : pending_) members_.push_back(std::move(m));
+  pending_.clear();
+  if (changed_) Reindex();
+  if (members_.empty()) {
+    closed_ = true;
+    return false;
+  }
+  position_ = new_position;
+  return true;
+}
+
+absl::Status SlotScan::Rewind(int64_t to) {
+  if (absl::Status s = consumer_->Seek(slot_.topic, slot_.partition, to); !s.ok()) return s;
+  next_ = to;
+  ++context_->metrics->read_scan_rewinds;
+  return absl::OkStatus();
+}
+
+absl::Status SlotScan::OnNothingFetched() {
+  AllIdle(false, absl::OkStatus());
+  // Where records are known to exist, restart fetching at next_. When the scan falls behind the
+  // fetcher, librdkafka 2.0.2 fills its queue (queued.max.messages.kbytes) and then fetches
+  // nothing for a fixed second, even after the queue drained (fetch.queue.backoff.ms came in
+  // 2.1). A scan with many members stalled ~1 s per 16 MiB that way; seeking to where it is
+  // starts a fetch at once.
+  if (next_ < bounded_end_ && Clock::now() - last_refetch_ >= kRefetchInterval) {
+    last_refetch_ = Clock::now();
+    if (absl::Status s = consumer_->Seek(slot_.topic, slot_.partition, next_); !s.ok()) return s;
+    ++context_->metrics->read_scan_refetches;
+  }
+  return absl::OkStatus();
+}
+
+void SlotScan::OnEndOfPartition(int64_t offset) {
+  next_ = std::max(next_, offset);
+  AllIdle(true, absl::OkStatus());
+}
+
+absl::Status SlotScan::OnKafkaError(rd_kafka_resp_err_t err) {
+  absl::Status status =
+      KafkaErrorToStatus(err, absl::StrCat("reading ", slot_.topic, "[", slot_.partition, "]"));
+  if (absl::IsDataLoss(status)) return OnLostRecords();
+  if (!absl::IsUnavailable(status)) return status;
+  // librdkafka retries on its own; each read gives up at its deadline.
+  AllIdle(false, status);
+  return absl::OkStatus();
+}
+
+absl::Status SlotScan::OnLostRecords() {
+  // Pruned under the scan (entries truncated meanwhile), or really lost? Only the members that
+  // needed the missing records end; the scan goes on past them.
+  const Clock::time_point deadline = Clock::now() + kKafkaRequestTimeout;
+  auto marks = QueryWatermarks(context_->meta->watermarks_client(), slot_.topic, slot_.partition,
+                               MillisLeft(deadline));
+  if (!marks.ok()) {
+    AllIdle(false, marks.status());
+    return absl::OkStatus();
+  }
+  if (absl::Status s = host_->PrunedOrLost(slot_, next_, marks->low, deadline);
+      absl::IsDataLoss(s)) {
+    LoseRange(marks->low, s);
+  } else if (!s.ok()) {
+    AllIdle(false, s);
+    return absl::OkStatus();
+  }
+  next_ = std::max(next_, marks->low);
+  // Assigned again, not sought: after an out-of-range error the partition's fetcher is stopped,
+  // and a seek answers _STATE.
+  return consumer_->Assign(slot_.topic, slot_.partition, next_);
+}
+
+void SlotScan::OnRecord(const rd_kafka_message_t& msg) {
+  next_ = msg.offset + 1;
+  {
+    // Later joiners must start after this record; those that joined while it was being fetched
+    // (their start is at most its offset) are admitted now, so that they get it.
+    std::lock_guard<std::mutex> lock(mu_);
+    position_ = next_;
+    if (next_ > furthest_) {
+      furthest_ = next_;
+      scanned_bytes_ += static_cast<int64_t>(msg.len);
+    }
+    if (!pending_.empty()) {
+      for (auto& m : pending_) members_.push_back(std::move(m));
+      pending_.clear();
+      Reindex();
+    }
+  }
+  if (const std::optional<uint64_t> key = DecodeKey(msg.key, msg.key_len); !key) {
+    ++context_->records_skipped;  // not written by walserver
+  } else if (auto it = by_namespace_.find(*key); it != by_namespace_.end()) {
+    const std::string_view value(static_cast<const char*>(msg.payload), msg.len);
+    for (ReadMember* m : it->second) {
+      m->OnRecord(msg.offset, *key, value);
+      if (m->done()) changed_ = true;  // reached its limit
+    }
+    DetachOverLimit();
+  }
+  // Members at their end finish now; the others hear of cancellation and deadlines, and send
+  // what they have, every kMemberCheckInterval even while records keep coming.
+  const bool check_all = Clock::now() - last_member_check_ > kMemberCheckInterval;
+  if (check_all) last_member_check_ = Clock::now();
+  if (check_all || next_ >= min_end_) {
+    for (auto& m : members_) {
+      if (check_all || next_ >= m->end()) m->OnIdle(next_, false, absl::OkStatus());
+    }
+    changed_ = true;
+    DetachOverLimit();
+  }
+}
+
+void SlotScan::Reindex() {
+  members_.erase(std::remove_if(members_.begin(), members_.end(),
+                                [](const std::shared_ptr<ReadMember>& m) { return m->done(); }),
+                 members_.end());
+  by_namespace_.clear();
+  min_end_ = std::numeric_limits<int64_t>::max();
+  max_end_ = 0;
+  bounded_end_ = 0;
+  for (const auto& m : members_) {
+    by_namespace_[m->namespace_id()].push_back(m.get());
+    min_end_ = std::min(min_end_, m->end());
+    max_end_ = std::max(max_end_, m->end());
+    // A following read's end is open; the others end where the slot ended when they began.
+    if (m->end() != std::numeric_limits<int64_t>::max()) {
+      bounded_end_ = std::max(bounded_end_, m->end());
+    }
+  }
+  changed_ = false;
+}
+
+void SlotScan::AllIdle(bool at_end_of_partition, const absl::Status& status) {
+  for (auto& m : members_) m->OnIdle(next_, at_end_of_partition, status);
+  changed_ = true;
+  DetachOverLimit();
+}
+
+void SlotScan::DetachOverLimit() {
+  bool detached = false;
+  for (auto it = members_.begin(); it != members_.end();) {
+    if ((*it)->done() || !(*it)->over_limit()) {
+      ++it;
+      continue;
+    }
+    std::shared_ptr<ReadMember> m = std::move(*it);
+    it = members_.erase(it);
+    m->Detach();
+    ++context_->metrics->read_scan_detaches;
+    detached = true;
+  }
+  if (detached) Reindex();  // by_namespace_ points at members
+}
+
+void SlotScan::LoseRange(int64_t low, const absl::Status& loss) {
+  for (auto& m : members_) {
+    if (!m->done() && m->resume_at() < low && next_ < m->end()) m->Finish(loss);
+  }
+  changed_ = true;
+}
+
+}  // namespace wal

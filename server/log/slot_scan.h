@@ -1,0 +1,149 @@
+// A slot scan: one consumer reading one slot for every read of that slot running at the same
+// time, so that a datanode opening all its regions reads each slot once, not once per region.
+//
+// How a read moves through scans (EntryReader::Join does the joining):
+//
+//   read thread                      scan thread (Run)
+//   -----------                      -----------------
+//   TryJoin: scan not past my start  Admit: pending_ -> members_
+//     -> pending_                    Poll a record -> by_namespace_ -> ReadMember::OnRecord
+//   TryJoin: scan past my start,     nothing fetched / end of partition / Kafka error
+//     but young (< 256 MiB read)       -> every member's OnIdle (finish, deadline, truncation)
+//     -> rewinding_                  Admit: rewinding_ -> members_, seek back to rewind_to_
+//   TryJoin refused (too far on)     member done (end, limit, cancelled, deadline) -> dropped
+//     -> a new scan for the slot     member's queue over its bound -> Detach: it leaves, and
+//   ReadMember::Deliver: detached,     its read thread joins a scan of its own (never shared)
+//     queue drained -> a scan of     no member left -> closed; later reads start a new scan
+//     its own from resume_at()
+//
+// Threads and what they own:
+// - mu_ guards what joining read threads and the scan thread share: pending_, rewinding_,
+//   rewind_to_, the published position_, first_start_, scanned_bytes_, closed_.
+// - Only the scan thread touches members_, by_namespace_, the end bounds, the consumer and the
+//   loop state (next_, furthest_, the check times). A member is the scan thread's while it is in
+//   members_ (see read_member.h).
+// - The host (EntryReader) owns the consumer pool and the list of joinable scans, under its own
+//   mutex; a scan calls it without holding mu_.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "server/common/deadline.h"
+#include "server/common/slot.h"
+#include "server/kafka/consumer.h"
+#include "server/log/read.h"
+#include "server/log/read_member.h"
+
+namespace wal {
+
+class SlotScan;
+
+// What a scan needs from the reader that runs it.
+class ScanHost {
+ public:
+  virtual ~ScanHost() = default;
+  virtual absl::StatusOr<std::unique_ptr<Consumer>> AcquireConsumer() = 0;
+  virtual void ReleaseConsumer(std::unique_ptr<Consumer> consumer) = 0;
+  // Records [from, low) of `slot` are missing from Kafka: OK if walserver pruned them, else
+  // DATA_LOSS (or another error when that cannot be told by `deadline`).
+  virtual absl::Status PrunedOrLost(const Slot& slot, int64_t from, int64_t low,
+                                    Clock::time_point deadline) = 0;
+  // Called last, on the scan's thread.
+  virtual void ScanEnded(SlotScan* scan) = 0;
+};
+
+class SlotScan : public std::enable_shared_from_this<SlotScan> {
+ public:
+  SlotScan(ScanHost* host, ReadContext* context, Slot slot)
+      : host_(host), context_(context), slot_(std::move(slot)) {}
+
+  // False when the scan is ending, or has passed `member`'s start too far to go back for it.
+  bool TryJoin(const std::shared_ptr<ReadMember>& member);
+
+  // The scan thread: scans until no member is left, then ends the members still in it with the
+  // scan's error and tells the host.
+  void Run();
+
+ private:
+  // Reads of one slot tend to arrive together (a datanode opening its regions): a scan waits
+  // this long for them before it starts; later ones make it go back (TryJoin).
+  static constexpr auto kJoinWindow = std::chrono::milliseconds(5);
+  // A scan goes back for a late joiner only while it has read less than this; past it, the
+  // joiner gets a scan of its own.
+  static constexpr int64_t kMaxRewindBytes = 256 << 20;
+  // How long a poll waits when records are known to exist below bounded_end_, and when the scan
+  // waits for new ones at the end of the slot.
+  static constexpr auto kPollWhileBehind = std::chrono::milliseconds(20);
+  static constexpr auto kPollAtEnd = std::chrono::milliseconds(100);
+  // While behind, the fetch is restarted at most this often when a poll brought nothing (see
+  // OnNothingFetched).
+  static constexpr auto kRefetchInterval = std::chrono::milliseconds(100);
+  // Every member hears of cancellation and deadlines, and sends what it has, this often even
+  // while records keep coming.
+  static constexpr auto kMemberCheckInterval = std::chrono::milliseconds(100);
+
+  // The steps of Scan(), each on the scan thread.
+  absl::Status Scan();
+  absl::Status Start();
+  // Moves newly joined members in; false when no member is left (and no more may join). Sets
+  // `*rewind_to` when members joined behind the scan (it must go back there first).
+  bool Admit(int64_t* rewind_to);
+  absl::Status Rewind(int64_t to);
+  absl::Status OnNothingFetched();
+  void OnEndOfPartition(int64_t offset);
+  absl::Status OnKafkaError(rd_kafka_resp_err_t err);
+  // Kafka answered that records at next_ are gone (out of range).
+  absl::Status OnLostRecords();
+  void OnRecord(const rd_kafka_message_t& msg);
+  // Drops finished members and indexes the rest by namespace, so that a record costs a lookup,
+  // not a call per member (100 reads of a slot share its scan).
+  void Reindex();
+  // Every member hears where the scan is (see ReadMember::OnIdle); some may finish.
+  void AllIdle(bool at_end_of_partition, const absl::Status& status);
+  // Members whose client fell behind (queue full) leave the scan, so that it never waits on one
+  // client; each carries on with a scan of its own (ReadMember::Deliver).
+  void DetachOverLimit();
+  // Records [next_, low) are gone from Kafka and nobody pruned them: the members that still
+  // need some of them end with `loss`; the others go on.
+  void LoseRange(int64_t low, const absl::Status& loss);
+
+  ScanHost* const host_;
+  ReadContext* const context_;
+  const Slot slot_;
+
+  // The scan thread's.
+  std::unique_ptr<Consumer> consumer_;
+  int64_t next_ = 0;      // the next offset to hand to members
+  int64_t furthest_ = 0;  // records below were scanned at least once
+  Clock::time_point last_member_check_ = Clock::now();
+  Clock::time_point last_refetch_;
+  std::vector<std::shared_ptr<ReadMember>> members_;
+  std::unordered_map<uint64_t, std::vector<ReadMember*>> by_namespace_;
+  int64_t min_end_ = 0;
+  int64_t max_end_ = 0;
+  // Records below exist: the furthest end of a read that is not following.
+  int64_t bounded_end_ = 0;
+  bool changed_ = true;  // members_ may hold finished members; by_namespace_ is stale
+
+  std::mutex mu_;
+  std::vector<std::shared_ptr<ReadMember>> pending_ ABSL_GUARDED_BY(mu_);
+  // Joined behind the scan's position: admitted when the scan goes back to rewind_to_.
+  std::vector<std::shared_ptr<ReadMember>> rewinding_ ABSL_GUARDED_BY(mu_);
+  int64_t rewind_to_ ABSL_GUARDED_BY(mu_) = std::numeric_limits<int64_t>::max();
+  // The next offset the scan will hand out, as joiners see it; -1 before the scan starts.
+  int64_t position_ ABSL_GUARDED_BY(mu_) = -1;
+  int64_t first_start_ ABSL_GUARDED_BY(mu_) = 0;
+  // Bytes of the records from first_start_ to the furthest position.
+  int64_t scanned_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace wal
