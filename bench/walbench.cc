@@ -39,6 +39,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
@@ -746,6 +747,9 @@ struct Bench {
 }  // namespace
 
 int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "walserver against direct librdkafka on the same broker, in the same run.\n"
+      "Usage: walbench --brokers=HOST:PORT --walserver=PATH [--modes=...] [options]");
   absl::ParseCommandLine(argc, argv);
   spdlog::set_level(spdlog::level::warn);
   // As walserver does: Debian's Abseil checks every gRPC lock for deadlock cycles otherwise,

@@ -168,8 +168,7 @@ absl::StatusOr<std::unique_ptr<WalServer>> WalServer::Start(ServerOptions o) {
   }
 
   // ---- Namespace table ----
-  auto meta = MetaStore::Open(kafka, slots,
-                              {meta_topic, o.name, static_cast<int>(o.startup_timeout.count())});
+  auto meta = MetaStore::Open(kafka, slots, {meta_topic, o.name, o.startup_timeout});
   if (!meta.ok()) return meta.status();
   self->meta_ = std::move(*meta);
 

@@ -23,11 +23,14 @@
 
 namespace wal {
 
+// The options of a whole server, each defined here once: walserver's flags (server/flags.cc) take
+// their defaults from this struct, and the defaults that belong to a component come from that
+// component's options.
 struct ServerOptions {
   // gRPC addresses, comma-separated: HOST:PORT (port 0 picks one) or unix:///path.
   std::string listen = "127.0.0.1:50051";
   // Prometheus /metrics and /healthz, HOST:PORT; empty: off.
-  std::string http_listen;
+  std::string http_listen = "127.0.0.1:9464";
   std::string brokers;  // empty: the in-process mock cluster
   std::string topic_prefix = "wal";
   int topic_count = 4;
@@ -35,12 +38,12 @@ struct ServerOptions {
   int replication_factor = 3;
   int min_insync_replicas = 2;
   uint64_t max_entry_bytes = 0;  // 0: 64 MiB, or 4 MiB on the mock cluster
-  uint64_t max_record_bytes = 1000000;
-  int producers = 2;
-  std::chrono::milliseconds append_timeout{30000};
-  std::chrono::milliseconds admin_timeout{10000};
-  std::chrono::milliseconds startup_timeout{60000};
-  int max_concurrent_reads = 64;
+  uint64_t max_record_bytes = WriterOptions().max_record_bytes;
+  int producers = WriterOptions().producers;
+  std::chrono::milliseconds append_timeout = WriterOptions().append_timeout;
+  std::chrono::milliseconds admin_timeout = ServiceOptions().admin_timeout;
+  std::chrono::milliseconds startup_timeout = MetaOptions().startup_timeout;
+  int max_concurrent_reads = static_cast<int>(ReaderOptions().max_concurrent_reads);
   // How often the slots are pruned (DeleteRecords); 0: never. Off on the mock cluster.
   std::chrono::milliseconds prune_interval{60000};
   // Entry bytes of appends waiting for Kafka; more gets RESOURCE_EXHAUSTED. 0: 4 x max_entry_bytes.

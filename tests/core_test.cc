@@ -211,7 +211,8 @@ class Core : public ::testing::Test {
 #endif
     for (int p = 0; p < kPartitions; ++p) slots_.push_back(Slot{topic_, p});
 
-    auto meta = MetaStore::Open(properties_, slots_, {meta_topic, "core-test", 60000});
+    auto meta =
+        MetaStore::Open(properties_, slots_, {meta_topic, "core-test", std::chrono::seconds(60)});
     ASSERT_TRUE(meta.ok()) << meta.status();
     meta_ = std::move(*meta);
 

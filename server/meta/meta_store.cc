@@ -51,7 +51,7 @@ absl::StatusOr<std::unique_ptr<MetaStore>> MetaStore::Open(const KafkaProperties
                                                            MetaOptions options) {
   std::unique_ptr<MetaStore> store(new MetaStore(std::move(slots), std::move(options)));
   const auto deadline =
-      Clock::now() + std::chrono::milliseconds(store->options_.startup_timeout_ms);
+      Clock::now() + store->options_.startup_timeout;
   store->properties_ = properties;
   auto producer = Producer::Create(properties, store->options_.writer + "-meta");
   if (!producer.ok()) return producer.status();

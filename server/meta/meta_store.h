@@ -29,7 +29,8 @@ namespace wal {
 struct MetaOptions {
   std::string topic;   // <prefix>_meta
   std::string writer;  // this server's name, recorded in each record
-  int startup_timeout_ms = 60000;
+  // How long Open waits for Kafka.
+  std::chrono::milliseconds startup_timeout{60000};
 };
 
 class MetaStore {

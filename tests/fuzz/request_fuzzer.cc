@@ -25,6 +25,7 @@ Fixture& Get() {
     spdlog::set_level(spdlog::level::err);
     wal::ServerOptions options;
     options.listen = "127.0.0.1:0";
+    options.http_listen = "";
     options.topic_count = 1;
     options.partitions_per_topic = 2;
     options.max_entry_bytes = 64 * 1024;

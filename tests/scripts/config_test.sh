@@ -3,13 +3,13 @@
 # environment variables and the command line apply in that rising order; bad input exits 2 with
 # a message naming the problem.
 source "$(dirname "$0")/lib.sh"
-main_cc=${MAIN_CC:?path of server/main.cc}
+flags_cc=${FLAGS_CC:?path of server/flags.cc}
 
 help=$("$WALSERVER" --help)
-for flag in $(sed -n 's/^ABSL_FLAG([^,]*, *\([a-z_]*\),.*/\1/p' "$main_cc"); do
+for flag in $(sed -n 's/^ABSL_FLAG([^,]*, *\([a-z_]*\),.*/\1/p' "$flags_cc"); do
   expect_contains "$help" "--$flag " "--help entry of --$flag"
 done
-[[ $(grep -c "default:" <<<"$help") -ge $(grep -c "^ABSL_FLAG" "$main_cc") ]] ||
+[[ $(grep -c "default:" <<<"$help") -ge $(grep -c "^ABSL_FLAG" "$flags_cc") ]] ||
   fail "--help must show a default for every option"
 
 # Bad input: exit code 2 and a message that names it.

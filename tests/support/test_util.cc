@@ -35,6 +35,7 @@ std::string TestBrokers() {
 ServerOptions MockServerOptions() {
   ServerOptions o;
   o.listen = "127.0.0.1:0";
+  o.http_listen = "";
   o.topic_count = 2;
   o.partitions_per_topic = 2;
   o.startup_timeout = std::chrono::seconds(20);
