@@ -98,16 +98,36 @@ std::string DefaultName() {
 
 absl::StatusOr<std::unique_ptr<WalServer>> WalServer::Start(ServerOptions o) {
   if (absl::Status s = Validate(o); !s.ok()) return s;
-  std::unique_ptr<WalServer> self(new WalServer());
   if (o.name.empty()) o.name = DefaultName();
+  std::unique_ptr<WalServer> self(new WalServer());
+  // In the order they depend on each other; the destructor (Shutdown) tears down in reverse.
+  for (auto step :
+       {&WalServer::ConnectKafka, &WalServer::PrepareTopics, &WalServer::OpenNamespaceTable,
+        &WalServer::StartWriterAndReader, &WalServer::StartGrpc, &WalServer::StartHttpAndPruner}) {
+    if (absl::Status s = (self.get()->*step)(o); !s.ok()) return s;
+  }
+  self->AddCollectors();
+  spdlog::info("walserver {} listening on {}{} (Kafka {}, slots {}x{}, max entry {} bytes)", o.name,
+               absl::StrJoin(self->addresses_, ", "),
+               self->http_ ? absl::StrCat(", metrics on http://", self->http_->address()) : "",
+               self->mock_ ? "in-process mock" : self->kafka_.at("bootstrap.servers"),
+               o.topic_count, o.partitions_per_topic, self->max_entry_bytes_);
+  return self;
+}
 
-  // ---- Kafka ----
+KafkaProperties WalServer::WithUserProperties(KafkaProperties properties, const ServerOptions& o) {
+  // Our settings per client, then the operator's on top: they win.
+  for (const auto& [key, value] : o.kafka_properties) properties[key] = value;
+  return properties;
+}
+
+absl::Status WalServer::ConnectKafka(const ServerOptions& o) {
   std::string brokers = o.brokers;
   if (brokers.empty()) {
     auto cluster = MockCluster::Create(1);
     if (!cluster.ok()) return cluster.status();
-    self->mock_ = std::move(*cluster);
-    brokers = self->mock_->bootstrap_servers();
+    mock_ = std::move(*cluster);
+    brokers = mock_->bootstrap_servers();
     spdlog::warn("************************************************************************");
     spdlog::warn("* No --brokers given: running on an IN-PROCESS MOCK Kafka cluster.     *");
     spdlog::warn("* All data lives in memory only and is LOST when walserver stops; the  *");
@@ -115,21 +135,20 @@ absl::StatusOr<std::unique_ptr<WalServer>> WalServer::Start(ServerOptions o) {
     spdlog::warn("* never for real data. Pass --brokers=HOST:PORT to use real Kafka.     *");
     spdlog::warn("************************************************************************");
   }
-  self->max_entry_bytes_ =
-      o.max_entry_bytes != 0 ? o.max_entry_bytes : (self->mock_ ? 4 * kMiB : 64 * kMiB);
+  max_entry_bytes_ = o.max_entry_bytes != 0 ? o.max_entry_bytes : (mock_ ? 4 * kMiB : 64 * kMiB);
   // A Kafka batch must hold one whole record with room to spare.
-  const std::string kafka_batch_bytes = std::to_string(o.max_record_bytes + 64 * 1024);
-  // Our settings per client, then the operator's on top: they win.
-  auto with_user_properties = [&o](KafkaProperties properties) {
-    for (const auto& [key, value] : o.kafka_properties) properties[key] = value;
-    return properties;
-  };
-  const KafkaProperties kafka = with_user_properties({{"bootstrap.servers", brokers},
-                                                      {"reconnect.backoff.max.ms", "1000"},
-                                                      {"message.max.bytes", kafka_batch_bytes}});
+  kafka_batch_bytes_ = std::to_string(o.max_record_bytes + 64 * 1024);
+  kafka_ = WithUserProperties({{"bootstrap.servers", brokers},
+                               {"reconnect.backoff.max.ms", "1000"},
+                               {"message.max.bytes", kafka_batch_bytes_}},
+                              o);
+  auto admin = NewKafkaClient(RD_KAFKA_PRODUCER, kafka_);
+  if (!admin.ok()) return admin.status();
+  admin_ = std::move(*admin);
+  return absl::OkStatus();
+}
 
-  // ---- Topics ----
-  std::vector<Slot> slots;
+absl::Status WalServer::PrepareTopics(const ServerOptions& o) {
   std::vector<TopicSpec> topics;
   const std::string min_isr = std::to_string(o.min_insync_replicas);
   for (int t = 0; t < o.topic_count; ++t) {
@@ -139,13 +158,12 @@ absl::StatusOr<std::unique_ptr<WalServer>> WalServer::Start(ServerOptions o) {
                    {{"cleanup.policy", "delete"},
                     {"retention.ms", "-1"},
                     {"retention.bytes", "-1"},
-                    {"max.message.bytes", kafka_batch_bytes},
+                    {"max.message.bytes", kafka_batch_bytes_},
                     {"min.insync.replicas", min_isr}}};
-    for (int p = 0; p < spec.partitions; ++p) slots.push_back(Slot{spec.name, p});
+    for (int p = 0; p < spec.partitions; ++p) slots_.push_back(Slot{spec.name, p});
     topics.push_back(std::move(spec));
   }
-  const std::string meta_topic = o.topic_prefix + "_meta";
-  topics.push_back(TopicSpec{meta_topic,
+  topics.push_back(TopicSpec{o.topic_prefix + "_meta",
                              1,
                              o.replication_factor,
                              {{"cleanup.policy", "compact"},
@@ -153,26 +171,25 @@ absl::StatusOr<std::unique_ptr<WalServer>> WalServer::Start(ServerOptions o) {
                               // compaction may drop the winner's record.
                               {"min.compaction.lag.ms", "3600000"},
                               {"min.insync.replicas", min_isr}}});
-  auto admin = NewKafkaClient(RD_KAFKA_PRODUCER, kafka);
-  if (!admin.ok()) return admin.status();
-  self->admin_ = std::move(*admin);
-  if (self->mock_) {
+  if (mock_) {
     // The mock cluster has no CreateTopics or DescribeConfigs.
     for (const TopicSpec& spec : topics) {
-      if (absl::Status s = self->mock_->CreateTopic(spec.name, spec.partitions); !s.ok()) return s;
+      if (absl::Status s = mock_->CreateTopic(spec.name, spec.partitions); !s.ok()) return s;
     }
-  } else if (absl::Status s = EnsureTopics(self->admin_.get(), topics,
-                                           static_cast<int>(o.startup_timeout.count()));
-             !s.ok()) {
-    return s;
+    return absl::OkStatus();
   }
+  return EnsureTopics(admin_.get(), topics, static_cast<int>(o.startup_timeout.count()));
+}
 
-  // ---- Namespace table ----
-  auto meta = MetaStore::Open(kafka, slots, {meta_topic, o.name, o.startup_timeout});
+absl::Status WalServer::OpenNamespaceTable(const ServerOptions& o) {
+  auto meta =
+      MetaStore::Open(kafka_, slots_, {o.topic_prefix + "_meta", o.name, o.startup_timeout});
   if (!meta.ok()) return meta.status();
-  self->meta_ = std::move(*meta);
+  meta_ = std::move(*meta);
+  return absl::OkStatus();
+}
 
-  // ---- Writer and reader ----
+absl::Status WalServer::StartWriterAndReader(const ServerOptions& o) {
   WriterOptions writer_options;
   writer_options.producers = o.producers;
   writer_options.max_record_bytes = o.max_record_bytes;
@@ -180,36 +197,37 @@ absl::StatusOr<std::unique_ptr<WalServer>> WalServer::Start(ServerOptions o) {
   for (int t = 0; t < o.topic_count; ++t) {
     writer_options.topics.push_back(absl::StrCat(o.topic_prefix, "_", t));
   }
-  KafkaProperties writer_kafka = kafka;
+  KafkaProperties writer_kafka = kafka_;
   writer_kafka["linger.ms"] = "1";
-  // Bounds how long records wait for an unreachable Kafka; the call fails at append_timeout.
-  writer_kafka["message.timeout.ms"] = std::to_string(o.append_timeout.count());
   // Feeds the broker and traffic metrics.
   writer_kafka["statistics.interval.ms"] = "5000";
-  writer_kafka = with_user_properties(writer_kafka);
+  writer_kafka = WithUserProperties(writer_kafka, o);
+  // Bounds how long records wait for an unreachable Kafka; the call fails at append_timeout.
   // Not overridable: readers rely on no record landing later than append_timeout after it was
   // encoded (see the torn-entry rules in log/entry_assembler.h).
   writer_kafka["message.timeout.ms"] = std::to_string(o.append_timeout.count());
   auto writer = EntryWriter::Create(writer_kafka, writer_options, o.name);
   if (!writer.ok()) return writer.status();
-  self->writer_ = std::move(*writer);
+  writer_ = std::move(*writer);
 
   ReaderOptions reader_options;
   reader_options.max_concurrent_reads = static_cast<size_t>(o.max_concurrent_reads);
-  reader_options.max_entry_bytes = self->max_entry_bytes_;
-  KafkaProperties reader_kafka = kafka;
+  reader_options.max_entry_bytes = max_entry_bytes_;
+  KafkaProperties reader_kafka = kafka_;
   reader_kafka.erase("message.max.bytes");
-  reader_kafka["fetch.message.max.bytes"] = kafka_batch_bytes;
-  reader_kafka = with_user_properties(reader_kafka);
-  self->reader_ = std::make_unique<EntryReader>(reader_kafka, reader_options, self->meta_.get(),
-                                                &self->metrics_, o.name);
+  reader_kafka["fetch.message.max.bytes"] = kafka_batch_bytes_;
+  reader_kafka = WithUserProperties(reader_kafka, o);
+  reader_ =
+      std::make_unique<EntryReader>(reader_kafka, reader_options, meta_.get(), &metrics_, o.name);
+  return absl::OkStatus();
+}
 
-  // ---- gRPC ----
+absl::StatusOr<ServiceOptions> WalServer::MakeServiceOptions(const ServerOptions& o) const {
   ServiceOptions service_options;
-  service_options.max_entry_bytes = self->max_entry_bytes_;
+  service_options.max_entry_bytes = max_entry_bytes_;
   service_options.max_inflight_append_bytes =
-      o.max_inflight_append_bytes != 0 ? o.max_inflight_append_bytes : 4 * self->max_entry_bytes_;
-  if (service_options.max_inflight_append_bytes < self->max_entry_bytes_) {
+      o.max_inflight_append_bytes != 0 ? o.max_inflight_append_bytes : 4 * max_entry_bytes_;
+  if (service_options.max_inflight_append_bytes < max_entry_bytes_) {
     return absl::InvalidArgumentError(
         "max_inflight_append_bytes must be at least max_entry_bytes, or no largest entry fits");
   }
@@ -223,69 +241,71 @@ absl::StatusOr<std::unique_ptr<WalServer>> WalServer::Start(ServerOptions o) {
           absl::StrCat("auth_token_file ", o.auth_token_file, " holds no token"));
     }
   }
+  return service_options;
+}
+
+absl::Status WalServer::StartGrpc(const ServerOptions& o) {
+  auto service_options = MakeServiceOptions(o);
+  if (!service_options.ok()) return service_options.status();
   auto tcp_credentials = TcpCredentials(o);
   if (!tcp_credentials.ok()) return tcp_credentials.status();
-  self->service_ =
-      std::make_unique<WalServiceImpl>(service_options, self->meta_.get(), self->writer_.get(),
-                                       self->reader_.get(), self->admin_.get(), &self->metrics_);
+  service_ = std::make_unique<WalServiceImpl>(*service_options, meta_.get(), writer_.get(),
+                                              reader_.get(), admin_.get(), &metrics_);
   // Our own health service reports the namespace table's state, and reflection can describe it.
   grpc::EnableDefaultHealthCheckService(false);
-  self->health_ =
-      std::make_unique<HealthService>([meta = self->meta_.get()] { return meta->Health(); });
+  health_ = std::make_unique<HealthService>([meta = meta_.get()] { return meta->Health(); });
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   const std::vector<std::string> listens = absl::StrSplit(o.listen, ',', absl::SkipWhitespace());
   if (listens.empty()) return absl::InvalidArgumentError("no listen address given");
   std::vector<int> ports(listens.size(), 0);
   for (size_t i = 0; i < listens.size(); ++i) {
-    if (absl::StartsWith(listens[i], "unix:")) {
+    const bool unix_socket = absl::StartsWith(listens[i], "unix:");
+    if (unix_socket) {
       // A socket file left by an earlier run would make the bind fail.
       std::string path(absl::StripPrefix(absl::StripPrefix(listens[i], "unix:"), "//"));
       std::error_code ignored;
       if (std::filesystem::is_socket(path, ignored)) std::filesystem::remove(path, ignored);
     }
-    const bool unix_socket = absl::StartsWith(listens[i], "unix:");
     builder.AddListeningPort(
         listens[i], unix_socket ? grpc::InsecureServerCredentials() : *tcp_credentials, &ports[i]);
   }
-  builder.RegisterService(self->service_.get());
-  builder.RegisterService(self->health_.get());
+  builder.RegisterService(service_.get());
+  builder.RegisterService(health_.get());
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
-  interceptors.push_back(std::make_unique<MetricsInterceptorFactory>(&self->metrics_));
+  interceptors.push_back(std::make_unique<MetricsInterceptorFactory>(&metrics_));
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
   // A request may carry one largest entry plus its envelope; a reply batch likewise.
   const int message_limit =
-      static_cast<int>(std::min<uint64_t>(self->max_entry_bytes_ + 4 * kMiB, INT32_MAX));
+      static_cast<int>(std::min<uint64_t>(max_entry_bytes_ + 4 * kMiB, INT32_MAX));
   builder.SetMaxReceiveMessageSize(message_limit);
   builder.SetMaxSendMessageSize(message_limit);
-  self->server_ = builder.BuildAndStart();
+  server_ = builder.BuildAndStart();
   for (size_t i = 0; i < listens.size(); ++i) {
-    if (!self->server_ || ports[i] == 0) {
+    if (!server_ || ports[i] == 0) {
       return absl::UnavailableError(absl::StrCat("cannot listen on ", listens[i]));
     }
-    self->addresses_.push_back(
+    addresses_.push_back(
         absl::StartsWith(listens[i], "unix:")
             ? listens[i]
             : absl::StrCat(listens[i].substr(0, listens[i].rfind(':')), ":", ports[i]));
   }
+  return absl::OkStatus();
+}
+
+absl::Status WalServer::StartHttpAndPruner(const ServerOptions& o) {
   if (!o.http_listen.empty()) {
-    auto http = HttpEndpoint::Start(o.http_listen, &self->metrics_,
-                                    [meta = self->meta_.get()] { return meta->Health(); });
+    auto http = HttpEndpoint::Start(o.http_listen, &metrics_,
+                                    [meta = meta_.get()] { return meta->Health(); });
     if (!http.ok()) return http.status();
-    self->http_ = std::move(*http);
+    http_ = std::move(*http);
   }
   // The mock cluster has no DeleteRecords.
-  if (!self->mock_ && o.prune_interval.count() > 0) {
-    self->pruner_ = std::make_unique<Pruner>(self->meta_.get(), self->admin_.get(), slots,
-                                             o.prune_interval, &self->metrics_);
+  if (!mock_ && o.prune_interval.count() > 0) {
+    pruner_ =
+        std::make_unique<Pruner>(meta_.get(), admin_.get(), slots_, o.prune_interval, &metrics_);
   }
-  self->AddCollectors();
-  spdlog::info("walserver {} listening on {}{} (Kafka {}, slots {}x{}, max entry {} bytes)", o.name,
-               absl::StrJoin(self->addresses_, ", "),
-               self->http_ ? absl::StrCat(", metrics on http://", self->http_->address()) : "",
-               self->mock_ ? "in-process mock" : brokers, o.topic_count, o.partitions_per_topic,
-               self->max_entry_bytes_);
-  return self;
+  return absl::OkStatus();
 }
 
 void WalServer::AddCollectors() {

@@ -83,10 +83,23 @@ class WalServer {
  private:
   WalServer() = default;
 
+  // The steps of Start, in order.
+  absl::Status ConnectKafka(const ServerOptions& o);
+  absl::Status PrepareTopics(const ServerOptions& o);
+  absl::Status OpenNamespaceTable(const ServerOptions& o);
+  absl::Status StartWriterAndReader(const ServerOptions& o);
+  absl::Status StartGrpc(const ServerOptions& o);
+  absl::Status StartHttpAndPruner(const ServerOptions& o);
+  absl::StatusOr<ServiceOptions> MakeServiceOptions(const ServerOptions& o) const;
+  static KafkaProperties WithUserProperties(KafkaProperties properties, const ServerOptions& o);
   void AddCollectors();
 
   std::vector<std::string> addresses_;
   uint64_t max_entry_bytes_ = 0;
+  // Set up by the first steps of Start for the later ones.
+  KafkaProperties kafka_;  // common to every client
+  std::string kafka_batch_bytes_;
+  std::vector<Slot> slots_;
   Metrics metrics_;
   std::unique_ptr<MockCluster> mock_;
   KafkaHandle admin_;

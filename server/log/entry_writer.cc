@@ -100,12 +100,13 @@ absl::StatusOr<std::unique_ptr<EntryWriter>> EntryWriter::Create(const KafkaProp
                                                                  const std::string& name) {
   std::unique_ptr<EntryWriter> writer(new EntryWriter(properties, options, name));
   for (int i = 0; i < std::max(1, options.producers); ++i) {
-    auto producer = Producer::Create(properties, absl::StrCat(name, "-writer-", i));
+    auto producer = RecoveringProducer::Create(properties, absl::StrCat(name, "-writer-", i));
     if (!producer.ok()) return producer.status();
-    if (absl::Status s =
-            (*producer)->Prepare(options.topics, static_cast<int>(kKafkaRequestTimeout.count()));
-        !s.ok())
+    if (absl::Status s = (*producer)->current()->Prepare(
+            options.topics, static_cast<int>(kKafkaRequestTimeout.count()));
+        !s.ok()) {
       return s;
+    }
     auto slot = std::make_unique<ProducerSlot>();
     slot->producer = std::move(*producer);
     writer->producers_.push_back(std::move(slot));
@@ -124,7 +125,6 @@ absl::StatusOr<std::unique_ptr<EntryWriter>> EntryWriter::Create(const KafkaProp
 EntryWriter::~EntryWriter() {
   // Producers flush and purge first, so every call completes, then the timer goes.
   for (auto& p : producers_) p->producer.reset();
-  retired_.clear();
   {
     std::lock_guard<std::mutex> lock(timer_mu_);
     stop_ = true;
@@ -137,7 +137,7 @@ void EntryWriter::FailPending() {
   failing_.store(true);
   for (auto& p : producers_) {
     std::lock_guard<std::mutex> lock(p->produce_mu);
-    p->producer->Purge();
+    p->producer->current()->Purge();
   }
 }
 
@@ -145,23 +145,15 @@ std::vector<const Producer*> EntryWriter::producers() const {
   std::vector<const Producer*> out;
   for (const auto& p : producers_) {
     std::lock_guard<std::mutex> lock(p->produce_mu);
-    out.push_back(p->producer.get());
+    out.push_back(p->producer->current());
   }
   return out;
 }
 
-absl::Status EntryWriter::ReplaceProducer(ProducerSlot& slot, size_t index) {
-  const uint64_t generation = ++replacements_;
-  auto fresh =
-      Producer::Create(properties_, absl::StrCat(name_, "-writer-", index, "-", generation));
-  if (!fresh.ok()) return fresh.status();
-  // Metadata of the topics is fetched on the first produce; no need to wait for it here.
-  slot.producer->Purge();
-  std::lock_guard<std::mutex> lock(retired_mu_);
-  retired_.push_back(std::move(slot.producer));
-  slot.producer = std::move(*fresh);
-  spdlog::warn("replaced Kafka producer {} after a fatal error", retired_.back()->name());
-  return absl::OkStatus();
+uint64_t EntryWriter::replacements() const {
+  uint64_t total = 0;
+  for (const auto& p : producers_) total += p->producer->replacements();
+  return total;
 }
 
 EntryWriter::ProducerSlot& EntryWriter::OwnerOf(const Slot& slot) {
@@ -169,8 +161,7 @@ EntryWriter::ProducerSlot& EntryWriter::OwnerOf(const Slot& slot) {
   return *producers_[h % producers_.size()];
 }
 
-void EntryWriter::Append(std::vector<AppendItem> items, Clock::time_point deadline, Callback done) {
-  size_t total = 0;
+std::vector<std::vector<std::string>> EntryWriter::Encode(const std::vector<AppendItem>& items) {
   std::vector<std::vector<std::string>> encoded;
   encoded.reserve(items.size());
   RecordSource source = source_;
@@ -184,8 +175,14 @@ void EntryWriter::Append(std::vector<AppendItem> items, Clock::time_point deadli
       encoded.push_back(EncodeEntry(item.data, next_nonce_.fetch_add(1), options_.max_record_bytes,
                                     item.stamp, source));
     }
-    total += encoded.back().size();
   }
+  return encoded;
+}
+
+void EntryWriter::Append(std::vector<AppendItem> items, Clock::time_point deadline, Callback done) {
+  std::vector<std::vector<std::string>> encoded = Encode(items);
+  size_t total = 0;
+  for (const auto& records : encoded) total += records.size();
   // Addresses of the records are handed to librdkafka: the vector is sized once, here.
   auto* call = new Call(this, items.size(), total, std::move(done));
 
@@ -210,13 +207,13 @@ void EntryWriter::Append(std::vector<AppendItem> items, Clock::time_point deadli
       call->Fail(absl::UnavailableError("walserver is shutting down; nothing was written"));
       failed = true;
     }
-    if (owner->producer->fatal() && !failed) {
-      const size_t index =
-          std::find_if(producers_.begin(), producers_.end(),
-                       [owner = owner](const auto& p) { return p.get() == owner; }) -
-          producers_.begin();
-      if (absl::Status s = ReplaceProducer(*owner, index); !s.ok()) {
-        call->Fail(std::move(s));
+    Producer* producer = nullptr;
+    if (!failed) {
+      absl::StatusOr<Producer*> live = owner->producer->Live();
+      if (live.ok()) {
+        producer = *live;
+      } else {
+        call->Fail(live.status());
         failed = true;
       }
     }
@@ -232,8 +229,8 @@ void EntryWriter::Append(std::vector<AppendItem> items, Clock::time_point deadli
           ++unsent;
           continue;
         }
-        absl::Status s = owner->producer->Produce(items[i].slot.topic, items[i].slot.partition, key,
-                                                  record.value, &record);
+        absl::Status s = producer->Produce(items[i].slot.topic, items[i].slot.partition, key,
+                                           record.value, &record);
         if (!s.ok()) {
           // RESOURCE_EXHAUSTED promises that nothing was written; once some records of the
           // call are on their way, the caller can only be told to retry with its sequences.

@@ -20,6 +20,7 @@
 #include "server/common/deadline.h"
 #include "server/kafka/client.h"
 #include "server/kafka/producer.h"
+#include "server/kafka/recovering_producer.h"
 #include "server/log/record_format.h"
 #include "server/meta/namespace_table.h"
 
@@ -67,23 +68,21 @@ class EntryWriter {
   // The producers of the pool, for metrics.
   std::vector<const Producer*> producers() const;
   // Producers replaced after a fatal error.
-  uint64_t replacements() const { return replacements_.load(); }
+  uint64_t replacements() const;
 
  private:
   class Call;
   friend class Call;
   struct ProducerSlot {
-    std::unique_ptr<Producer> producer;
+    std::unique_ptr<RecoveringProducer> producer;
     std::mutex produce_mu;  // keeps the records of one call contiguous per producer
   };
 
   EntryWriter(const KafkaProperties& properties, const WriterOptions& options, std::string name)
       : properties_(properties), options_(options), name_(std::move(name)) {}
   ProducerSlot& OwnerOf(const Slot& slot);
-  // Replaces the slot's producer after a fatal error (under its produce_mu). The old one's
-  // records fail at once (their calls answer UNAVAILABLE); it is kept until the writer goes, as
-  // a metrics scrape may still hold it.
-  absl::Status ReplaceProducer(ProducerSlot& slot, size_t index);
+  // The record values of each item, all stamped with this process's source and the time now.
+  std::vector<std::vector<std::string>> Encode(const std::vector<AppendItem>& items);
   void TimerLoop();
   void ArmTimer(Call* call, Clock::time_point when);
   // True if the timer still held the call (and so the caller now owns the timer's reference).
@@ -93,9 +92,6 @@ class EntryWriter {
   const WriterOptions options_;
   const std::string name_;
   std::vector<std::unique_ptr<ProducerSlot>> producers_;
-  std::mutex retired_mu_;
-  std::vector<std::unique_ptr<Producer>> retired_;
-  std::atomic<uint64_t> replacements_{0};
   std::atomic<uint64_t> next_nonce_{0};
   std::atomic<bool> failing_{false};  // FailPending() was called
   RecordSource source_;               // session and origin of every record written

@@ -11,6 +11,7 @@
 #include "server/kafka/consumer.h"
 #include "server/kafka/errors.h"
 #include "server/kafka/producer.h"
+#include "server/kafka/recovering_producer.h"
 #include "spdlog/spdlog.h"
 
 namespace wal {
@@ -50,14 +51,12 @@ absl::StatusOr<std::unique_ptr<MetaStore>> MetaStore::Open(const KafkaProperties
                                                            std::vector<Slot> slots,
                                                            MetaOptions options) {
   std::unique_ptr<MetaStore> store(new MetaStore(std::move(slots), std::move(options)));
-  const auto deadline =
-      Clock::now() + store->options_.startup_timeout;
-  store->properties_ = properties;
-  auto producer = Producer::Create(properties, store->options_.writer + "-meta");
+  const auto deadline = Clock::now() + store->options_.startup_timeout;
+  auto producer = RecoveringProducer::Create(properties, store->options_.writer + "-meta");
   if (!producer.ok()) return producer.status();
   store->producer_ = std::move(*producer);
-  if (absl::Status s =
-          store->producer_->Prepare({store->options_.topic}, MillisLeft(deadline, 1 << 30));
+  if (absl::Status s = store->producer_->current()->Prepare({store->options_.topic},
+                                                            MillisLeft(deadline, 1 << 30));
       !s.ok()) {
     return s;
   }
@@ -170,34 +169,12 @@ void MetaStore::FailPending() {
     failing_.store(true);
   }
   applied_.notify_all();
-  std::lock_guard lock(producer_mu_);
-  producer_->Purge();
+  producer_->current()->Purge();
 }
 
-absl::StatusOr<Producer*> MetaStore::LiveProducer() {
-  std::lock_guard lock(producer_mu_);
-  if (!producer_->fatal()) return producer_.get();
-  auto fresh = Producer::Create(
-      properties_, absl::StrCat(options_.writer, "-meta-", retired_producers_.size() + 1));
-  if (!fresh.ok()) return fresh.status();
-  // Its records fail at once (their calls answer UNAVAILABLE: nothing it still held was sent
-  // after the fatal error).
-  producer_->Purge();
-  spdlog::warn("replaced the metadata producer {} after a fatal error", producer_->name());
-  retired_producers_.push_back(std::move(producer_));
-  producer_ = std::move(*fresh);
-  return producer_.get();
-}
+const Producer* MetaStore::producer() const { return producer_->current(); }
 
-const Producer* MetaStore::producer() const {
-  std::lock_guard lock(producer_mu_);
-  return producer_.get();
-}
-
-uint64_t MetaStore::producer_replacements() const {
-  std::lock_guard lock(producer_mu_);
-  return retired_producers_.size();
-}
+uint64_t MetaStore::producer_replacements() const { return producer_->replacements(); }
 
 void MetaStore::TailLoop() {
   while (!stop_.load()) {
@@ -296,7 +273,7 @@ absl::StatusOr<int64_t> MetaStore::ProduceAndApply(const std::string& key, std::
         "no time left to write the metadata record; nothing was "
         "changed");
   }
-  absl::StatusOr<Producer*> producer = LiveProducer();
+  absl::StatusOr<Producer*> producer = producer_->Live();
   if (!producer.ok()) return producer.status();
   auto [delivery, result] = PromiseDelivery::New(std::move(value));
   if (absl::Status s = (*producer)->Produce(options_.topic, 0, key, delivery->value(), delivery);

@@ -22,6 +22,7 @@
 #include "server/kafka/client.h"
 #include "server/kafka/consumer.h"
 #include "server/kafka/producer.h"
+#include "server/kafka/recovering_producer.h"
 #include "server/meta/namespace_table.h"
 
 namespace wal {
@@ -110,16 +111,10 @@ class MetaStore {
   // written from a stale view), so that compaction cannot lose a change.
   void RestateIfStale(uint64_t namespace_id, Clock::time_point deadline);
 
-  // The producer to use, replaced first if it suffered a fatal error (the idempotent
-  // producer's sequence state, say), which no record could ever get past.
-  absl::StatusOr<Producer*> LiveProducer();
-
   const MetaOptions options_;
-  KafkaProperties properties_;  // for replacement producers
-  mutable std::mutex producer_mu_;
-  std::unique_ptr<Producer> producer_;  // replaced under producer_mu_
-  // Replaced producers: kept until the store goes, since callers may still hold them.
-  std::vector<std::unique_ptr<Producer>> retired_producers_;
+  // Replaced after a fatal error (the idempotent producer's sequence state, say), which no
+  // record could ever get past.
+  std::unique_ptr<RecoveringProducer> producer_;
   std::unique_ptr<Consumer> consumer_;
   // For CatchUp's end-of-topic queries: kept apart from the tail consumer, whose fetches a
   // query would wait behind while Kafka is unreachable.

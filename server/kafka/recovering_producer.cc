@@ -1,0 +1,49 @@
+#include "server/kafka/recovering_producer.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "spdlog/spdlog.h"
+
+namespace wal {
+
+absl::StatusOr<std::unique_ptr<RecoveringProducer>> RecoveringProducer::Create(
+    KafkaProperties properties, std::string name) {
+  std::unique_ptr<RecoveringProducer> self(
+      new RecoveringProducer(std::move(properties), std::move(name)));
+  auto producer = Producer::Create(self->properties_, self->name_);
+  if (!producer.ok()) return producer.status();
+  self->current_ = std::move(*producer);
+  return self;
+}
+
+RecoveringProducer::~RecoveringProducer() {
+  std::lock_guard<std::mutex> lock(mu_);
+  current_.reset();
+  retired_.clear();
+}
+
+absl::StatusOr<Producer*> RecoveringProducer::Live() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!current_->fatal()) return current_.get();
+  auto fresh = Producer::Create(properties_, absl::StrCat(name_, "-", retired_.size() + 1));
+  if (!fresh.ok()) return fresh.status();
+  // Topic metadata is fetched on the first produce; no need to wait for it here.
+  current_->Purge();
+  spdlog::warn("replaced Kafka producer {} after a fatal error", current_->name());
+  retired_.push_back(std::move(current_));
+  current_ = std::move(*fresh);
+  return current_.get();
+}
+
+Producer* RecoveringProducer::current() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return current_.get();
+}
+
+uint64_t RecoveringProducer::replacements() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return retired_.size();
+}
+
+}  // namespace wal
