@@ -6,6 +6,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -309,12 +310,9 @@ int List(const Cli& cli, wal::Client& client) {
   return 0;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  Cli cli;
-  if (const char* env = std::getenv("WALCTL_SERVER")) cli.options.target = env;
-  if (const char* env = std::getenv("WALCTL_TOKEN")) cli.options.auth_token = env;
+// Reads the global options, the command and its arguments into `cli`; an exit code when walctl
+// is done already (--help, or a usage error).
+std::optional<int> ParseArgs(int argc, char** argv, Cli& cli) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     const bool global = cli.command.empty();
@@ -357,11 +355,11 @@ int main(int argc, char** argv) {
       cli.args.push_back(arg);
     }
   }
-  if (cli.command.empty()) return Usage("no command given");
-  auto connected = wal::Client::Connect(cli.options);
-  if (!connected.ok()) return Report(connected.status());
-  wal::Client& client = **connected;
+  return std::nullopt;
+}
 
+// Runs the parsed command; returns walctl's exit code.
+int RunCommand(const Cli& cli, wal::Client& client) {
   if (cli.command == "ls") {
     if (!cli.args.empty()) return Usage("ls takes no arguments");
     return List(cli, client);
@@ -440,4 +438,17 @@ int main(int argc, char** argv) {
     std::cout << "deleted\n";
   }
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Cli cli;
+  if (const char* env = std::getenv("WALCTL_SERVER")) cli.options.target = env;
+  if (const char* env = std::getenv("WALCTL_TOKEN")) cli.options.auth_token = env;
+  if (std::optional<int> done = ParseArgs(argc, argv, cli)) return *done;
+  if (cli.command.empty()) return Usage("no command given");
+  auto connected = wal::Client::Connect(cli.options);
+  if (!connected.ok()) return Report(connected.status());
+  return RunCommand(cli, **connected);
 }
