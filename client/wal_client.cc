@@ -6,6 +6,7 @@
 #include <sstream>
 #include <thread>
 
+#include "grpcpp/alarm.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 
@@ -217,6 +218,8 @@ struct Client::AsyncAppend {
   std::unique_ptr<grpc::ClientContext> ctx;  // one per attempt
   v1::AppendResponse response;
   std::function<void(absl::StatusOr<std::vector<uint64_t>>)> done;
+  // Wakes the next attempt after a retry delay, on a gRPC thread; replaced for each retry.
+  std::unique_ptr<grpc::Alarm> retry_alarm;
   // gRPC already orders an attempt's set-up before its callback, but inside a library that
   // ThreadSanitizer cannot see. Taking this lock on both sides makes the order visible, so a
   // retry that rebuilds `ctx` on another thread is not reported as a race.
@@ -262,11 +265,19 @@ void Client::OnAsyncAttemptDone(std::shared_ptr<AsyncAppend> call, const grpc::S
     call->done(FromGrpcStatus(status));
     return;
   }
-  // Not on the gRPC thread: it must not block. Retries are rare, a thread each is fine.
-  std::thread([this, call = std::move(call), delay]() mutable {
-    std::this_thread::sleep_for(*delay);
-    StartAsyncAttempt(std::move(call));
-  }).detach();
+  // The gRPC thread must not block: an alarm starts the next attempt. The alarm's callback holds
+  // the call until it fires, then hands it on (so the call does not keep itself alive).
+  AsyncAppend* raw = call.get();
+  raw->retry_alarm = std::make_unique<grpc::Alarm>();
+  raw->retry_alarm->Set(system_clock::now() + *delay,
+                        [this, call = std::move(call), status](bool fired) mutable {
+                          std::shared_ptr<AsyncAppend> next = std::move(call);
+                          if (!fired) {
+                            next->done(FromGrpcStatus(status));  // the client is going away
+                            return;
+                          }
+                          StartAsyncAttempt(std::move(next));
+                        });
 }
 
 ReadStream::~ReadStream() {

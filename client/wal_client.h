@@ -150,8 +150,9 @@ class Client {
   absl::StatusOr<std::vector<uint64_t>> Append(uint64_t namespace_id,
                                                const std::vector<std::string>& entries);
 
-  // Like Append (retries included), but returns at once; `done` runs exactly once, on a gRPC or
-  // retry thread, with the ids or the error. `done` must not block. Appends issued one after
+  // Like Append (retries included), but returns at once; `done` runs exactly once, on a gRPC
+  // thread, with the ids or the error (a retry waits on a gRPC alarm, never on a thread of its
+  // own). `done` must not block. Appends issued one after
   // another from one thread reach walserver in order, but their ids are ordered only if each
   // waits for the previous `done`.
   void AppendAsync(v1::AppendRequest request,
