@@ -6,6 +6,7 @@
 #include <sstream>
 #include <thread>
 
+#include "absl/base/thread_annotations.h"
 #include "grpcpp/alarm.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -215,7 +216,7 @@ struct Client::AsyncAppend {
   v1::AppendRequest request;
   system_clock::time_point deadline;
   int retry = 0;
-  std::unique_ptr<grpc::ClientContext> ctx;  // one per attempt
+  std::unique_ptr<grpc::ClientContext> ctx ABSL_GUARDED_BY(handoff);  // one per attempt
   v1::AppendResponse response;
   std::function<void(absl::StatusOr<std::vector<uint64_t>>)> done;
   // Wakes the next attempt after a retry delay, on a gRPC thread; replaced for each retry.

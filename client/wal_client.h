@@ -45,6 +45,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "wal/v1/wal.grpc.pb.h"
@@ -208,8 +209,8 @@ class Client {
   std::unique_ptr<v1::WalService::Stub> stub_;
   uint64_t writer_id_;
   std::mutex mu_;
-  std::map<uint64_t, uint64_t> last_sequence_;  // per namespace
-  std::map<uint64_t, uint64_t> epochs_;         // acquired, per namespace
+  std::map<uint64_t, uint64_t> last_sequence_ ABSL_GUARDED_BY(mu_);  // per namespace
+  std::map<uint64_t, uint64_t> epochs_ ABSL_GUARDED_BY(mu_);         // acquired, per namespace
 };
 
 // gRPC status -> absl::Status, keeping code and message.

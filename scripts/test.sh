@@ -18,6 +18,8 @@ clang-format --dry-run --Werror "${sources[@]}"
 
 echo "== build"
 ./scripts/build.sh
+echo "== every header compiles on its own"
+ninja -C "${BUILD_DIR:-build}" header_check
 
 echo "== Kafka"
 source tests/kafka/temporary_broker.sh

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/string_view.h"
 #include "grpcpp/support/server_interceptor.h"
 
@@ -68,8 +69,8 @@ class Metrics {
     std::vector<uint64_t> buckets;  // cumulative at render time, per bucket here
   };
   mutable std::mutex mu_;
-  std::map<std::pair<std::string, int>, CallStats> calls_;
-  std::vector<Collector> collectors_;
+  std::map<std::pair<std::string, int>, CallStats> calls_ ABSL_GUARDED_BY(mu_);
+  std::vector<Collector> collectors_ ABSL_GUARDED_BY(mu_);
 };
 
 // Records every RPC (method, final status code, latency) into Metrics.

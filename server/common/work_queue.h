@@ -9,6 +9,8 @@
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+
 namespace wal {
 
 class WorkQueue {
@@ -52,8 +54,8 @@ class WorkQueue {
 
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::function<void()>> queue_;
-  bool stop_ = false;
+  std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;
 };
 

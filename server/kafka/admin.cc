@@ -11,6 +11,7 @@
 #include <thread>
 #include <utility>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "server/common/deadline.h"
@@ -168,16 +169,16 @@ namespace {
 constexpr int kMaxAbandonedQueriesPerPartition = 8;
 std::atomic<int> abandoned_queries{0};
 std::mutex abandoned_mu;
-std::map<Slot, int> abandoned_per_partition;  // under abandoned_mu
-std::atomic<uint64_t> cancellations{0};       // CancelWatermarkQueries() calls
+std::map<Slot, int> abandoned_per_partition ABSL_GUARDED_BY(abandoned_mu);
+std::atomic<uint64_t> cancellations{0};  // CancelWatermarkQueries() calls
 
 struct WatermarkQuery {
   std::mutex mu;
   std::condition_variable cv;
-  bool done = false;
-  bool abandoned = false;
-  rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR_NO_ERROR;
-  Watermarks marks;
+  bool done ABSL_GUARDED_BY(mu) = false;
+  bool abandoned ABSL_GUARDED_BY(mu) = false;
+  rd_kafka_resp_err_t err ABSL_GUARDED_BY(mu) = RD_KAFKA_RESP_ERR_NO_ERROR;
+  Watermarks marks ABSL_GUARDED_BY(mu);
 };
 
 rd_kafka_resp_err_t QueryOnce(rd_kafka_t* rk, const std::string& topic, int32_t partition,

@@ -71,7 +71,7 @@ class Producer {
   std::atomic<bool> fatal_{false};
   std::thread poll_thread_;
   mutable std::mutex stats_mu_;
-  std::string stats_json_;
+  std::string stats_json_ ABSL_GUARDED_BY(stats_mu_);
   // Topic handles by name: set up by Prepare, then read-only.
   std::map<std::string, rd_kafka_topic_t*> topics_;
 };

@@ -2,6 +2,7 @@
 
 #include <random>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "server/common/deadline.h"
 #include "server/common/namespace_key.h"
@@ -92,7 +93,7 @@ class EntryWriter::Call {
   std::atomic<int> refs_{2};
   std::atomic<bool> finished_{false};
   std::mutex mu_;
-  absl::Status error_;
+  absl::Status error_ ABSL_GUARDED_BY(mu_);
 };
 
 absl::StatusOr<std::unique_ptr<EntryWriter>> EntryWriter::Create(const KafkaProperties& properties,

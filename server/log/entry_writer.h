@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "server/common/deadline.h"
 #include "server/kafka/client.h"
@@ -74,8 +75,8 @@ class EntryWriter {
   class Call;
   friend class Call;
   struct ProducerSlot {
-    std::unique_ptr<RecoveringProducer> producer;
     std::mutex produce_mu;  // keeps the records of one call contiguous per producer
+    std::unique_ptr<RecoveringProducer> producer ABSL_PT_GUARDED_BY(produce_mu);
   };
 
   EntryWriter(const KafkaProperties& properties, const WriterOptions& options, std::string name)
@@ -98,8 +99,8 @@ class EntryWriter {
 
   std::mutex timer_mu_;
   std::condition_variable timer_cv_;
-  std::multimap<Clock::time_point, Call*> timers_;
-  bool stop_ = false;
+  std::multimap<Clock::time_point, Call*> timers_ ABSL_GUARDED_BY(timer_mu_);
+  bool stop_ ABSL_GUARDED_BY(timer_mu_) = false;
   std::thread timer_thread_;
 };
 

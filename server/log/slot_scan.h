@@ -26,6 +26,7 @@
 //   mutex; a scan calls it without holding mu_.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <limits>
 #include <memory>

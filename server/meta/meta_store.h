@@ -4,6 +4,7 @@
 // read its own record back, so the caller sees the change (and who won a race) at once.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -14,9 +15,11 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "server/common/deadline.h"
 #include "server/kafka/client.h"

@@ -16,6 +16,8 @@
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
 #include "server/common/metrics.h"
 #include "server/meta/meta_store.h"
 
@@ -50,7 +52,7 @@ class Pruner {
   Metrics* const metrics_;
   std::mutex mu_;
   std::condition_variable cv_;
-  bool stop_ = false;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

@@ -5,6 +5,7 @@
 #include <future>
 #include <map>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "server/common/deadline.h"
@@ -102,10 +103,10 @@ class ReadReactor final : public grpc::ServerWriteReactor<v1::ReadResponse> {
     ReadReactor* const reactor_;
     mutable std::mutex mu_;
     std::condition_variable cv_;
-    std::deque<v1::ReadResponse> queue_;
-    bool writing_ = false;
-    bool cancelled_ = false;
-    std::optional<absl::Status> final_status_;
+    std::deque<v1::ReadResponse> queue_ ABSL_GUARDED_BY(mu_);
+    bool writing_ ABSL_GUARDED_BY(mu_) = false;
+    bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+    std::optional<absl::Status> final_status_ ABSL_GUARDED_BY(mu_);
   };
 
   ReadReactor() : bridge_(std::make_shared<Bridge>(this)) {}

@@ -3,9 +3,15 @@
 // ToGrpcStatus.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "server/common/deadline.h"
 #include "server/common/metrics.h"
 #include "server/common/work_queue.h"
