@@ -1,6 +1,7 @@
 // Appends entries to their slots through a pool of idempotent producers. Each producer owns a
 // fixed share of the slots, so the records of one slot, and the chunks of one entry, always go
 // through one producer in order. Calls complete from delivery reports: no thread waits per call.
+// docs/ARCHITECTURE.md, "Following an Append", has the whole path.
 #pragma once
 
 #include <atomic>

@@ -2,6 +2,7 @@
 // that one-partition topic; a tail thread applies the records in offset order, so all servers on
 // one Kafka agree on the table without any other store. A change returns once the server has
 // read its own record back, so the caller sees the change (and who won a race) at once.
+// docs/ARCHITECTURE.md, "Meta records and how races settle", has the rules.
 #pragma once
 
 #include <atomic>

@@ -1,4 +1,4 @@
-// Physical pruning (DESIGN.md, "Pruning"): deletes the records of each slot that no live
+// Physical pruning (docs/ARCHITECTURE.md, "Pruning, and why it is safe"): deletes the records of each slot that no live
 // namespace can read any more, with Kafka's DeleteRecords.
 //
 // Safety. The prune point of a slot is min(h, lowest first_entry_id of its live namespaces),
