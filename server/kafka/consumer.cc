@@ -23,7 +23,9 @@ absl::StatusOr<std::unique_ptr<Consumer>> Consumer::Create(const KafkaProperties
   return std::unique_ptr<Consumer>(new Consumer(std::move(*rk)));
 }
 
-Consumer::~Consumer() { rd_kafka_consumer_close(rk_.get()); }
+Consumer::~Consumer() {
+  if (rk_) rd_kafka_consumer_close(rk_.get());
+}
 
 absl::Status Consumer::Assign(const std::string& topic, int32_t partition, int64_t offset) {
   rd_kafka_topic_partition_list_t* list = rd_kafka_topic_partition_list_new(1);

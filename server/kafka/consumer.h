@@ -14,29 +14,35 @@
 namespace wal {
 
 struct MessageDeleter {
-  void operator()(rd_kafka_message_t* m) const { rd_kafka_message_destroy(m); }
+  // librdkafka's, for messages it made; a fake consumer in tests passes its own.
+  void (*destroy)(rd_kafka_message_t*) = rd_kafka_message_destroy;
+  void operator()(rd_kafka_message_t* m) const { destroy(m); }
 };
 using Message = std::unique_ptr<rd_kafka_message_t, MessageDeleter>;
 
 // A consumer that reads partitions at absolute offsets: no group membership, no commits,
-// auto.offset.reset=error so that records missing from Kafka surface as an error.
+// auto.offset.reset=error so that records missing from Kafka surface as an error. The methods a
+// slot scan calls are virtual, so that unit tests can drive a scan with a fake.
 class Consumer {
  public:
   static absl::StatusOr<std::unique_ptr<Consumer>> Create(const KafkaProperties& properties,
                                                           std::string name);
-  ~Consumer();
+  virtual ~Consumer();
 
-  absl::Status Assign(const std::string& topic, int32_t partition, int64_t offset);
+  virtual absl::Status Assign(const std::string& topic, int32_t partition, int64_t offset);
   // Moves the assigned partition's fetch position: what was fetched ahead is dropped and
   // fetching starts again at once. (Assigning again instead, many times a second, trips an
   // assertion in librdkafka 2.0.2's assignment code.)
-  absl::Status Seek(const std::string& topic, int32_t partition, int64_t offset);
-  absl::Status Unassign();
+  virtual absl::Status Seek(const std::string& topic, int32_t partition, int64_t offset);
+  virtual absl::Status Unassign();
   // The next message or event (errors and partition EOF arrive as messages with err set);
   // nullptr when nothing came within `timeout_ms`.
-  Message Poll(int timeout_ms);
+  virtual Message Poll(int timeout_ms);
 
   rd_kafka_t* handle() const { return rk_.get(); }
+
+ protected:
+  Consumer() = default;  // for fakes: no librdkafka handle
 
  private:
   explicit Consumer(KafkaHandle rk) : rk_(std::move(rk)) {}

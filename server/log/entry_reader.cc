@@ -15,9 +15,9 @@ namespace wal {
 
 EntryReader::EntryReader(KafkaProperties properties, ReaderOptions options, MetaStore* meta,
                          Metrics* metrics, std::string name)
-    : properties_(std::move(properties)), name_(std::move(name)) {
+    : properties_(std::move(properties)), name_(std::move(name)), meta_(meta) {
   context_.options = options;
-  context_.meta = meta;
+  context_.truncated_before = [meta](uint64_t id) { return meta->TruncatedBefore(id); };
   context_.metrics = metrics;
 }
 
@@ -76,7 +76,8 @@ void EntryReader::Join(const std::shared_ptr<ReadMember>& member, bool shared) {
   // No scan of the slot, or it is past this read's start: a new one (the old one, if any,
   // finishes on its own; only the newest is joinable). A read that fell behind its scan gets
   // one nobody else joins, so that it cannot hold others up again.
-  auto scan = std::make_shared<SlotScan>(static_cast<ScanHost*>(this), &context_, member->slot());
+  auto scan =
+      std::make_shared<SlotScan>(static_cast<ScanHost*>(this), &context_, member->slot(), shared);
   scan->TryJoin(member);
   if (shared) scans_[key] = scan;
   ++scans_running_;
@@ -95,20 +96,27 @@ void EntryReader::ScanEnded(SlotScan* scan) {
   if (--scans_running_ == 0) idle_cv_.notify_all();
 }
 
+absl::StatusOr<int64_t> EntryReader::LowWatermark(const Slot& slot, Clock::time_point deadline) {
+  auto marks =
+      QueryWatermarks(meta_->watermarks_client(), slot.topic, slot.partition, MillisLeft(deadline));
+  if (!marks.ok()) return marks.status();
+  return marks->low;
+}
+
 absl::Status EntryReader::PrunedOrLost(const Slot& slot, int64_t from, int64_t low,
                                        Clock::time_point deadline) {
   // The pruner records its point before deleting; another server's record may not be read yet.
-  if (low > context_.meta->PrunedBefore(slot)) {
-    if (absl::Status s = context_.meta->CatchUp(Within(deadline, kKafkaRequestTimeout)); !s.ok()) {
+  if (low > meta_->PrunedBefore(slot)) {
+    if (absl::Status s = meta_->CatchUp(Within(deadline, kKafkaRequestTimeout)); !s.ok()) {
       return s;
     }
   }
-  if (low <= context_.meta->PrunedBefore(slot)) return absl::OkStatus();
+  if (low <= meta_->PrunedBefore(slot)) return absl::OkStatus();
   return absl::DataLossError(absl::StrCat(
       "records ", from, " to ", low - 1, " of ", slot.topic, "[", slot.partition,
       "] are gone from Kafka although no namespace truncated them (retention set on the topic?); "
       "walserver pruned only below ",
-      context_.meta->PrunedBefore(slot)));
+      meta_->PrunedBefore(slot)));
 }
 
 absl::Status EntryReader::Run(const ReadParams& params, const std::shared_ptr<ReadSink>& sink) {
@@ -124,8 +132,8 @@ absl::Status EntryReader::Run(const ReadParams& params, const std::shared_ptr<Re
       stop_at == Clock::time_point::max()
           ? now + kKafkaRequestTimeout
           : now + std::min<Clock::duration>((stop_at - now) / 2, kKafkaRequestTimeout);
-  if (absl::Status s = context_.meta->CatchUp(catch_up_by); !s.ok()) return s;
-  std::optional<NamespaceState> ns = context_.meta->Get(params.namespace_id);
+  if (absl::Status s = meta_->CatchUp(catch_up_by); !s.ok()) return s;
+  std::optional<NamespaceState> ns = meta_->Get(params.namespace_id);
   if (!ns) {
     return absl::NotFoundError(absl::StrCat("namespace ", params.namespace_id,
                                             " not found; create it with CreateNamespace"));
@@ -133,7 +141,7 @@ absl::Status EntryReader::Run(const ReadParams& params, const std::shared_ptr<Re
 
   // The end of the log as seen now bounds a read without follow.
   absl::StatusOr<Watermarks> marks =
-      QueryWatermarks(context_.meta->watermarks_client(), ns->slot.topic, ns->slot.partition,
+      QueryWatermarks(meta_->watermarks_client(), ns->slot.topic, ns->slot.partition,
                       std::max(1, MillisLeft(stop_at)));
   if (!marks.ok()) return marks.status();
   const int64_t end = marks->high;

@@ -56,6 +56,7 @@ class EntryReader : private ScanHost {
   // live namespace had a readable entry there), else DATA_LOSS.
   absl::Status PrunedOrLost(const Slot& slot, int64_t from, int64_t low,
                             Clock::time_point deadline) override;
+  absl::StatusOr<int64_t> LowWatermark(const Slot& slot, Clock::time_point deadline) override;
   // Adds `member` to a scan of its slot that has not yet passed its start, or starts one. With
   // `shared` false, always starts a scan that no other read joins.
   void Join(const std::shared_ptr<ReadMember>& member, bool shared);
@@ -65,6 +66,7 @@ class EntryReader : private ScanHost {
 
   const KafkaProperties properties_;
   const std::string name_;
+  MetaStore* const meta_;
   ReadContext context_;
   std::atomic<uint64_t> consumers_made_{0};
 

@@ -5,11 +5,12 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <optional>
 
 #include "absl/status/status.h"
 #include "server/common/deadline.h"
 #include "server/common/metrics.h"
-#include "server/meta/meta_store.h"
 #include "wal/v1/wal.pb.h"
 
 namespace wal {
@@ -47,7 +48,9 @@ struct ReaderOptions {
 // Shared by the reads and scans of one EntryReader; outlives them all.
 struct ReadContext {
   ReaderOptions options;
-  MetaStore* meta = nullptr;  // truncation points, pruning points, the watermarks client
+  // A namespace's truncation point now; nullopt once it is deleted (the meta store's, or a
+  // test's).
+  std::function<std::optional<int64_t>(uint64_t namespace_id)> truncated_before;
   Metrics* metrics = nullptr;
   std::atomic<uint64_t> records_skipped{0};  // records not written by walserver, or undecodable
   std::atomic<bool> stopping{false};         // graceful shutdown: every read ends UNAVAILABLE

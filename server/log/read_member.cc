@@ -80,7 +80,7 @@ void ReadMember::OnIdle(int64_t position, bool at_end_of_partition,
   // its backlog must not go on delivering what was truncated).
   if (Clock::now() - last_meta_check_ >= kMetaCheckInterval) {
     last_meta_check_ = Clock::now();
-    std::optional<int64_t> truncated_before = context_->meta->TruncatedBefore(params_.namespace_id);
+    std::optional<int64_t> truncated_before = context_->truncated_before(params_.namespace_id);
     if (!truncated_before) {
       Finish(absl::NotFoundError(absl::StrCat("namespace ", params_.namespace_id, " was deleted")));
       return;
@@ -101,6 +101,13 @@ void ReadMember::Finish(absl::Status status) {
   cv_.notify_all();
 }
 
+void ReadMember::WaitForRoom(Clock::duration at_most) {
+  std::unique_lock<std::mutex> lock(mu_);
+  const size_t limit = context_->options.read_queue_bytes;
+  cv_.wait_for(lock, at_most, [&] { return queue_bytes_ <= limit / 2 || cancelled_ || done_; });
+  if (queue_bytes_ <= limit) over_limit_ = false;
+}
+
 void ReadMember::Detach() {
   Flush();
   over_limit_ = false;
@@ -117,6 +124,7 @@ absl::Status ReadMember::Deliver(const std::function<void()>& rejoin) {
       v1::ReadResponse batch = std::move(queue_.front().first);
       queue_bytes_ -= queue_.front().second;
       queue_.pop_front();
+      cv_.notify_all();  // a private scan may wait for room (WaitForRoom)
       lock.unlock();
       const bool sent = DropTruncated(&batch) || sink_->Send(std::move(batch));
       lock.lock();
@@ -170,8 +178,7 @@ void ReadMember::Flush() {
 }
 
 bool ReadMember::DropTruncated(v1::ReadResponse* batch) const {
-  const std::optional<int64_t> truncated_before =
-      context_->meta->TruncatedBefore(params_.namespace_id);
+  const std::optional<int64_t> truncated_before = context_->truncated_before(params_.namespace_id);
   const int64_t cut = truncated_before.value_or(std::numeric_limits<int64_t>::max());
   auto* entries = batch->mutable_entries();
   if (entries->empty() || static_cast<int64_t>(entries->begin()->entry_id()) >= cut) {

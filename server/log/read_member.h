@@ -63,6 +63,9 @@ class ReadMember {
   void Finish(absl::Status status);
   // Takes the member off its scan (scan thread, which must not touch it afterwards).
   void Detach();
+  // For a scan that serves this member alone (scan thread): waits at most `at_most` for the read
+  // thread to drain the queue to half its bound, instead of detaching.
+  void WaitForRoom(Clock::duration at_most);
 
   // The read's thread: sends queued batches to the client until the member is done. When the
   // member was detached, `rejoin` is called once its queue is empty, to start a scan from

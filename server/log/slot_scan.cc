@@ -8,7 +8,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/common/namespace_key.h"
-#include "server/kafka/admin.h"
 #include "server/kafka/errors.h"
 
 namespace wal {
@@ -156,20 +155,18 @@ absl::Status SlotScan::OnLostRecords() {
   // Pruned under the scan (entries truncated meanwhile), or really lost? Only the members that
   // needed the missing records end; the scan goes on past them.
   const Clock::time_point deadline = Clock::now() + kKafkaRequestTimeout;
-  auto marks = QueryWatermarks(context_->meta->watermarks_client(), slot_.topic, slot_.partition,
-                               MillisLeft(deadline));
-  if (!marks.ok()) {
-    AllIdle(false, marks.status());
+  absl::StatusOr<int64_t> low = host_->LowWatermark(slot_, deadline);
+  if (!low.ok()) {
+    AllIdle(false, low.status());
     return absl::OkStatus();
   }
-  if (absl::Status s = host_->PrunedOrLost(slot_, next_, marks->low, deadline);
-      absl::IsDataLoss(s)) {
-    LoseRange(marks->low, s);
+  if (absl::Status s = host_->PrunedOrLost(slot_, next_, *low, deadline); absl::IsDataLoss(s)) {
+    LoseRange(*low, s);
   } else if (!s.ok()) {
     AllIdle(false, s);
     return absl::OkStatus();
   }
-  next_ = std::max(next_, marks->low);
+  next_ = std::max(next_, *low);
   // Assigned again, not sought: after an out-of-range error the partition's fetcher is stopped,
   // and a seek answers _STATE.
   return consumer_->Assign(slot_.topic, slot_.partition, next_);
@@ -242,6 +239,12 @@ void SlotScan::AllIdle(bool at_end_of_partition, const absl::Status& status) {
 }
 
 void SlotScan::DetachOverLimit() {
+  if (!shared_) {
+    for (auto& m : members_) {
+      if (!m->done() && m->over_limit()) m->WaitForRoom(kMemberCheckInterval);
+    }
+    return;
+  }
   bool detached = false;
   for (auto it = members_.begin(); it != members_.end();) {
     if ((*it)->done() || !(*it)->over_limit()) {

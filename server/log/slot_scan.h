@@ -53,6 +53,8 @@ class ScanHost {
   virtual ~ScanHost() = default;
   virtual absl::StatusOr<std::unique_ptr<Consumer>> AcquireConsumer() = 0;
   virtual void ReleaseConsumer(std::unique_ptr<Consumer> consumer) = 0;
+  // The first offset of `slot` still in Kafka.
+  virtual absl::StatusOr<int64_t> LowWatermark(const Slot& slot, Clock::time_point deadline) = 0;
   // Records [from, low) of `slot` are missing from Kafka: OK if walserver pruned them, else
   // DATA_LOSS (or another error when that cannot be told by `deadline`).
   virtual absl::Status PrunedOrLost(const Slot& slot, int64_t from, int64_t low,
@@ -63,8 +65,10 @@ class ScanHost {
 
 class SlotScan : public std::enable_shared_from_this<SlotScan> {
  public:
-  SlotScan(ScanHost* host, ReadContext* context, Slot slot)
-      : host_(host), context_(context), slot_(std::move(slot)) {}
+  // A scan that is not `shared` serves the one read that joins it: it waits for that read's
+  // client rather than detach it (nobody else is held up).
+  SlotScan(ScanHost* host, ReadContext* context, Slot slot, bool shared)
+      : host_(host), context_(context), slot_(std::move(slot)), shared_(shared) {}
 
   // False when the scan is ending, or has passed `member`'s start too far to go back for it.
   bool TryJoin(const std::shared_ptr<ReadMember>& member);
@@ -109,8 +113,9 @@ class SlotScan : public std::enable_shared_from_this<SlotScan> {
   void Reindex();
   // Every member hears where the scan is (see ReadMember::OnIdle); some may finish.
   void AllIdle(bool at_end_of_partition, const absl::Status& status);
-  // Members whose client fell behind (queue full) leave the scan, so that it never waits on one
-  // client; each carries on with a scan of its own (ReadMember::Deliver).
+  // Members whose client fell behind (queue full) leave a shared scan, so that it never waits on
+  // one client; each carries on with a scan of its own (ReadMember::Deliver). A scan of its own
+  // waits for its client instead, a check interval at a time.
   void DetachOverLimit();
   // Records [next_, low) are gone from Kafka and nobody pruned them: the members that still
   // need some of them end with `loss`; the others go on.
@@ -119,6 +124,7 @@ class SlotScan : public std::enable_shared_from_this<SlotScan> {
   ScanHost* const host_;
   ReadContext* const context_;
   const Slot slot_;
+  const bool shared_;
 
   // The scan thread's.
   std::unique_ptr<Consumer> consumer_;

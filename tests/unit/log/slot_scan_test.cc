@@ -1,0 +1,313 @@
+// The slot scan driven without Kafka: a fake consumer hands out the records of one slot from
+// memory, a fake host stands in for the EntryReader. What a shared scan promises: every read gets
+// its own namespace's entries once and in order, a late read makes the scan go back, a stalled
+// read is taken off and carries on alone, and records lost from Kafka end only the reads that
+// needed them.
+#include "server/log/slot_scan.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "server/common/namespace_key.h"
+#include "server/log/record_format.h"
+
+namespace wal {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+struct FakeRecord {
+  std::string key;
+  std::string value;
+};
+
+// One slot's records in memory, from offset 0; offsets below `low` are gone.
+class FakeSlotConsumer : public Consumer {
+ public:
+  FakeSlotConsumer(const std::vector<FakeRecord>* records, int64_t low)
+      : records_(records), low_(low) {}
+
+  absl::Status Assign(const std::string&, int32_t, int64_t offset) override {
+    position_ = offset;
+    return absl::OkStatus();
+  }
+  absl::Status Seek(const std::string&, int32_t, int64_t offset) override {
+    position_ = offset;
+    return absl::OkStatus();
+  }
+  absl::Status Unassign() override { return absl::OkStatus(); }
+
+  Message Poll(int timeout_ms) override {
+    auto* m = new rd_kafka_message_t();
+    std::memset(m, 0, sizeof(*m));
+    m->offset = position_;
+    if (position_ < low_) {
+      m->err = RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE;
+    } else if (position_ >= static_cast<int64_t>(records_->size())) {
+      // At the end: what librdkafka reports, after waiting a little as a real poll would.
+      std::this_thread::sleep_for(milliseconds(std::min(timeout_ms, 2)));
+      m->err = RD_KAFKA_RESP_ERR__PARTITION_EOF;
+    } else {
+      const FakeRecord& r = (*records_)[position_++];
+      m->key = const_cast<char*>(r.key.data());
+      m->key_len = r.key.size();
+      m->payload = const_cast<char*>(r.value.data());
+      m->len = r.value.size();
+    }
+    return Message(m, MessageDeleter{[](rd_kafka_message_t* msg) { delete msg; }});
+  }
+
+ private:
+  const std::vector<FakeRecord>* records_;
+  const int64_t low_;
+  int64_t position_ = 0;
+};
+
+class FakeHost : public ScanHost {
+ public:
+  std::vector<FakeRecord> records;
+  int64_t low = 0;
+  bool records_below_low_were_pruned = false;
+  std::atomic<int> consumers_acquired{0};
+  std::atomic<int> consumers_released{0};
+  std::atomic<int> scans_ended{0};
+
+  absl::StatusOr<std::unique_ptr<Consumer>> AcquireConsumer() override {
+    ++consumers_acquired;
+    return std::unique_ptr<Consumer>(new FakeSlotConsumer(&records, low));
+  }
+  void ReleaseConsumer(std::unique_ptr<Consumer>) override { ++consumers_released; }
+  absl::StatusOr<int64_t> LowWatermark(const Slot&, Clock::time_point) override { return low; }
+  absl::Status PrunedOrLost(const Slot&, int64_t from, int64_t to, Clock::time_point) override {
+    if (records_below_low_were_pruned) return absl::OkStatus();
+    return absl::DataLossError("records " + std::to_string(from) + ".." + std::to_string(to) +
+                               " lost");
+  }
+  void ScanEnded(SlotScan*) override { ++scans_ended; }
+};
+
+// Collects what a read delivers; can be told to stall (Send blocks) until released.
+class TestSink : public ReadSink {
+ public:
+  bool Send(v1::ReadResponse batch) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return !stalled_ || cancelled_; });
+    for (const v1::Entry& e : batch.entries()) entries_.emplace_back(e.entry_id(), e.data());
+    cv_.notify_all();
+    return !cancelled_;
+  }
+  bool cancelled() const override { return cancelled_; }
+  void Finish(absl::Status status) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    status_ = std::move(status);
+    finished_ = true;
+    cv_.notify_all();
+  }
+
+  void Stall(bool stalled) {
+    std::lock_guard<std::mutex> lock(mu_);
+    stalled_ = stalled;
+    cv_.notify_all();
+  }
+  void Cancel() {
+    std::lock_guard<std::mutex> lock(mu_);
+    cancelled_ = true;
+    cv_.notify_all();
+  }
+  // The status, once the read finished within 10 s.
+  std::optional<absl::Status> Finished() {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!cv_.wait_for(lock, seconds(10), [this] { return finished_; })) return std::nullopt;
+    return status_;
+  }
+  bool WaitForEntries(size_t n) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, seconds(10), [&] { return entries_.size() >= n; });
+  }
+  std::vector<std::pair<uint64_t, std::string>> entries() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return entries_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stalled_ = false;
+  std::atomic<bool> cancelled_{false};
+  bool finished_ = false;
+  absl::Status status_;
+  std::vector<std::pair<uint64_t, std::string>> entries_;
+};
+
+class SlotScanTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    context_.truncated_before = [](uint64_t) { return std::optional<int64_t>(0); };
+    context_.metrics = &metrics_;
+  }
+  void TearDown() override {
+    // Read threads may still start scans (rejoining) while earlier threads are joined.
+    while (true) {
+      std::vector<std::thread> batch;
+      {
+        std::lock_guard<std::mutex> lock(threads_mu_);
+        batch.swap(threads_);
+      }
+      if (batch.empty()) break;
+      for (std::thread& t : batch) t.join();
+    }
+  }
+
+  // Appends one entry of `ns`; returns its id (the offset of its record).
+  uint64_t Append(uint64_t ns, const std::string& data) {
+    host_.records.push_back({EncodeKey(ns), EncodeEntry(data, ++nonce_, 1 << 20)[0]});
+    return host_.records.size() - 1;
+  }
+  void AppendForeign() { host_.records.push_back({"abc", "not a walserver record"}); }
+
+  // A read of `ns` from `start` to the slot's end as it is now (or following), delivering to
+  // `sink` on a thread of its own. A read taken off its scan rejoins a scan of its own, as
+  // EntryReader does.
+  std::shared_ptr<ReadMember> Read(uint64_t ns, int64_t start, std::shared_ptr<TestSink> sink,
+                                   bool follow = false) {
+    ReadParams params;
+    params.namespace_id = ns;
+    params.follow = follow;
+    NamespaceState state;
+    state.namespace_id = ns;
+    state.slot = slot_;
+    auto member = std::make_shared<ReadMember>(&context_, params, sink, state, start,
+                                               static_cast<int64_t>(host_.records.size()),
+                                               Clock::now() + seconds(20));
+    std::lock_guard<std::mutex> lock(threads_mu_);
+    threads_.emplace_back([this, member, sink] {
+      sink->Finish(member->Deliver([this, member] { RunScan({member}, /*shared=*/false); }));
+    });
+    return member;
+  }
+
+  std::shared_ptr<SlotScan> RunScan(const std::vector<std::shared_ptr<ReadMember>>& members,
+                                    bool shared = true) {
+    auto scan = std::make_shared<SlotScan>(&host_, &context_, slot_, shared);
+    for (const auto& m : members) EXPECT_TRUE(scan->TryJoin(m));
+    std::lock_guard<std::mutex> lock(threads_mu_);
+    threads_.emplace_back([scan] { scan->Run(); });
+    return scan;
+  }
+
+  static std::vector<std::string> Data(const std::vector<std::pair<uint64_t, std::string>>& got) {
+    std::vector<std::string> out;
+    for (const auto& [id, data] : got) out.push_back(data);
+    return out;
+  }
+
+  const Slot slot_{"wal_0", 0};
+  FakeHost host_;
+  Metrics metrics_;
+  ReadContext context_;
+  uint64_t nonce_ = 0;
+  std::mutex threads_mu_;  // rejoins start scans from read threads
+  std::vector<std::thread> threads_;
+};
+
+TEST_F(SlotScanTest, ReadsOfOneSlotShareOneScanAndGetOnlyTheirOwnEntries) {
+  std::vector<std::string> one, two;
+  for (int i = 0; i < 50; ++i) {
+    Append(1, one.emplace_back("one " + std::to_string(i)));
+    if (i % 10 == 0) AppendForeign();
+    Append(2, two.emplace_back("two " + std::to_string(i)));
+  }
+  auto sink1 = std::make_shared<TestSink>(), sink2 = std::make_shared<TestSink>();
+  RunScan({Read(1, 0, sink1), Read(2, 0, sink2)});
+  ASSERT_EQ(sink1->Finished(), absl::OkStatus());
+  ASSERT_EQ(sink2->Finished(), absl::OkStatus());
+  EXPECT_EQ(Data(sink1->entries()), one);
+  EXPECT_EQ(Data(sink2->entries()), two);
+  EXPECT_EQ(host_.consumers_acquired.load(), 1);
+  EXPECT_EQ(context_.records_skipped.load(), 5u) << "the foreign records";
+}
+
+TEST_F(SlotScanTest, AReadThatJoinsLateMakesTheScanGoBackForIt) {
+  std::vector<std::string> one, two;
+  for (int i = 0; i < 20; ++i) {
+    Append(1, one.emplace_back("one " + std::to_string(i)));
+    Append(2, two.emplace_back("two " + std::to_string(i)));
+  }
+  auto follower = std::make_shared<TestSink>();
+  auto scan = RunScan({Read(1, 0, follower, /*follow=*/true)});
+  ASSERT_TRUE(follower->WaitForEntries(one.size()));
+  // The scan is at the end of the slot; a read from the start joins it behind.
+  auto late = std::make_shared<TestSink>();
+  ASSERT_TRUE(scan->TryJoin(Read(2, 0, late)));
+  ASSERT_EQ(late->Finished(), absl::OkStatus());
+  EXPECT_EQ(Data(late->entries()), two);
+  EXPECT_EQ(metrics_.read_scan_rewinds.load(), 1u);
+  EXPECT_EQ(host_.consumers_acquired.load(), 1);
+  follower->Cancel();
+  EXPECT_EQ(follower->Finished()->code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(Data(follower->entries()), one) << "nothing again after the scan went back";
+}
+
+TEST_F(SlotScanTest, AStalledReadIsTakenOffTheScanAndTheOthersGoOn) {
+  context_.options.batch_bytes = 100;
+  context_.options.read_queue_bytes = 1000;
+  std::vector<std::string> one, two;
+  for (int i = 0; i < 200; ++i) {
+    Append(1, one.emplace_back(std::string(100, 'a') + std::to_string(i)));
+    Append(2, two.emplace_back(std::string(100, 'b') + std::to_string(i)));
+  }
+  auto stalled = std::make_shared<TestSink>(), moving = std::make_shared<TestSink>();
+  stalled->Stall(true);
+  RunScan({Read(1, 0, stalled), Read(2, 0, moving)});
+  ASSERT_EQ(moving->Finished(), absl::OkStatus()) << "the stalled read held the other up";
+  EXPECT_EQ(Data(moving->entries()), two);
+  EXPECT_GE(metrics_.read_scan_detaches.load(), 1u);
+  // Once its client pulls again, the stalled read goes on with a scan of its own from where it
+  // stood, and still gets every entry once, in order.
+  stalled->Stall(false);
+  ASSERT_EQ(stalled->Finished(), absl::OkStatus());
+  EXPECT_EQ(Data(stalled->entries()), one);
+  // A scan of its own waits for its client rather than detach it again (each detach costs a new
+  // scan): at most one detach per read (the other one's client may fall behind too).
+  EXPECT_LE(metrics_.read_scan_detaches.load(), 2u);
+  EXPECT_LE(host_.consumers_acquired.load(), 3);
+}
+
+TEST_F(SlotScanTest, LostRecordsEndOnlyTheReadsThatNeededThem) {
+  for (int i = 0; i < 10; ++i) Append(1, "one " + std::to_string(i));
+  host_.low = 5;  // offsets 0..4 gone, and nobody pruned them
+  auto needs_lost = std::make_shared<TestSink>(), after_loss = std::make_shared<TestSink>();
+  RunScan({Read(1, 0, needs_lost), Read(1, 6, after_loss)});
+  const std::optional<absl::Status> lost = needs_lost->Finished();
+  ASSERT_TRUE(lost.has_value());
+  EXPECT_EQ(lost->code(), absl::StatusCode::kDataLoss) << *lost;
+  EXPECT_TRUE(needs_lost->entries().empty());
+  ASSERT_EQ(after_loss->Finished(), absl::OkStatus());
+  EXPECT_EQ(Data(after_loss->entries()),
+            (std::vector<std::string>{"one 6", "one 7", "one 8", "one 9"}));
+}
+
+TEST_F(SlotScanTest, PrunedRecordsAreSkippedWithoutAnError) {
+  for (int i = 0; i < 10; ++i) Append(1, "one " + std::to_string(i));
+  host_.low = 5;
+  host_.records_below_low_were_pruned = true;
+  auto sink = std::make_shared<TestSink>();
+  RunScan({Read(1, 0, sink)});
+  ASSERT_EQ(sink->Finished(), absl::OkStatus());
+  EXPECT_EQ(Data(sink->entries()),
+            (std::vector<std::string>{"one 5", "one 6", "one 7", "one 8", "one 9"}));
+}
+
+}  // namespace
+}  // namespace wal
