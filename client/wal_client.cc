@@ -270,15 +270,15 @@ void Client::OnAsyncAttemptDone(std::shared_ptr<AsyncAppend> call, const grpc::S
   // the call until it fires, then hands it on (so the call does not keep itself alive).
   AsyncAppend* raw = call.get();
   raw->retry_alarm = std::make_unique<grpc::Alarm>();
-  raw->retry_alarm->Set(system_clock::now() + *delay,
-                        [this, call = std::move(call), status](bool fired) mutable {
-                          std::shared_ptr<AsyncAppend> next = std::move(call);
-                          if (!fired) {
-                            next->done(FromGrpcStatus(status));  // the client is going away
-                            return;
-                          }
-                          StartAsyncAttempt(std::move(next));
-                        });
+  raw->retry_alarm->Set(
+      system_clock::now() + *delay, [this, call = std::move(call), status](bool fired) mutable {
+        std::shared_ptr<AsyncAppend> next = std::move(call);
+        if (!fired) {
+          next->done(FromGrpcStatus(status));  // cancelled: not expected, the call owns its alarm
+          return;
+        }
+        StartAsyncAttempt(std::move(next));
+      });
 }
 
 ReadStream::~ReadStream() {

@@ -18,7 +18,8 @@ namespace {
 // The defaults of every server flag.
 const wal::ServerOptions kDefaults;
 
-int64_t Millis(std::chrono::milliseconds d) { return d.count(); }
+// Durations are flags in whole milliseconds, as int: larger values are refused when parsed.
+int Millis(std::chrono::milliseconds d) { return static_cast<int>(d.count()); }
 }  // namespace
 
 ABSL_FLAG(std::string, listen, kDefaults.listen,
@@ -42,17 +43,17 @@ ABSL_FLAG(uint64_t, max_record_bytes, kDefaults.max_record_bytes,
           "Largest Kafka record value; larger entries are split into several records");
 ABSL_FLAG(int, producers, kDefaults.producers,
           "Kafka producers in the pool; each owns a share of the slots");
-ABSL_FLAG(int64_t, append_timeout_ms, Millis(kDefaults.append_timeout),
+ABSL_FLAG(int, append_timeout_ms, Millis(kDefaults.append_timeout),
           "An append not acknowledged by Kafka in this time fails with UNAVAILABLE (at most "
           "30000)");
-ABSL_FLAG(int64_t, admin_timeout_ms, Millis(kDefaults.admin_timeout),
+ABSL_FLAG(int, admin_timeout_ms, Millis(kDefaults.admin_timeout),
           "Bound on Kafka round trips of CreateNamespace, Truncate and the other admin calls");
 ABSL_FLAG(int, max_concurrent_reads, kDefaults.max_concurrent_reads,
           "Read streams beyond this get RESOURCE_EXHAUSTED");
 ABSL_FLAG(uint64_t, max_inflight_append_bytes, kDefaults.max_inflight_append_bytes,
           "Entry bytes of appends waiting for Kafka; an append beyond gets RESOURCE_EXHAUSTED. "
           "0 means 4 x max_entry_bytes");
-ABSL_FLAG(int64_t, startup_timeout_ms, Millis(kDefaults.startup_timeout),
+ABSL_FLAG(int, startup_timeout_ms, Millis(kDefaults.startup_timeout),
           "How long start-up waits for Kafka");
 ABSL_FLAG(std::string, auth_token_file, kDefaults.auth_token_file,
           "File holding a bearer token: every call must then carry 'authorization: Bearer "
@@ -62,7 +63,7 @@ ABSL_FLAG(std::string, tls_cert_file, kDefaults.tls_cert_file,
 ABSL_FLAG(std::string, tls_key_file, kDefaults.tls_key_file, "PEM private key of --tls_cert_file");
 ABSL_FLAG(std::string, tls_client_ca_file, kDefaults.tls_client_ca_file,
           "PEM CA certificates: clients must present a certificate signed by one of them");
-ABSL_FLAG(int64_t, prune_interval_ms, Millis(kDefaults.prune_interval),
+ABSL_FLAG(int, prune_interval_ms, Millis(kDefaults.prune_interval),
           "How often records no live namespace can read are deleted from the slots "
           "(DeleteRecords); 0 turns pruning off. Off on the embedded mock cluster");
 ABSL_FLAG(std::string, kafka_properties, "",

@@ -394,9 +394,8 @@ void WalServer::Shutdown(std::chrono::milliseconds grace) {
         "shutdown: {} Kafka queries are still waiting for a broker; leaving their "
         "clients open",
         stuck);
-    static auto* kept = new std::vector<std::shared_ptr<void>>();
-    kept->emplace_back(std::shared_ptr<rd_kafka_t>(admin_.release(), [](rd_kafka_t*) {}));
-    kept->emplace_back(std::shared_ptr<MockCluster>(std::move(mock_)));
+    KeepOpenForAbandonedQueries(std::shared_ptr<rd_kafka_t>(admin_.release(), [](rd_kafka_t*) {}));
+    KeepOpenForAbandonedQueries(std::shared_ptr<MockCluster>(std::move(mock_)));
   }
   meta_.reset();
   admin_.reset();

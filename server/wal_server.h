@@ -31,7 +31,8 @@ namespace wal {
 struct ServerOptions {
   // gRPC addresses, comma-separated: HOST:PORT (port 0 picks one) or unix:///path.
   std::string listen = "127.0.0.1:50051";
-  // Prometheus /metrics and /healthz, HOST:PORT; empty: off.
+  // Prometheus /metrics and /healthz, HOST:PORT; empty: off. The default is walserver's; a
+  // second server on the host (tests, in-process servers) sets port 0 or empty.
   std::string http_listen = "127.0.0.1:9464";
   std::string brokers;  // empty: the in-process mock cluster
   std::string topic_prefix = "wal";

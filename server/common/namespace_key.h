@@ -7,8 +7,6 @@
 #include <optional>
 #include <string>
 
-#include "server/common/namespace_key.h"
-
 namespace wal {
 
 inline constexpr size_t kNamespaceKeyBytes = 8;

@@ -234,6 +234,13 @@ rd_kafka_resp_err_t QueryOnce(rd_kafka_t* rk, const std::string& topic, int32_t 
 
 void CancelWatermarkQueries() { ++cancellations; }
 
+void KeepOpenForAbandonedQueries(std::shared_ptr<void> client) {
+  static std::mutex mu;
+  static auto* kept = new std::vector<std::shared_ptr<void>>();
+  std::lock_guard<std::mutex> lock(mu);
+  kept->push_back(std::move(client));
+}
+
 int AbandonedWatermarkQueries() { return abandoned_queries.load(); }
 
 absl::StatusOr<Watermarks> QueryWatermarks(rd_kafka_t* rk, const std::string& topic,

@@ -131,7 +131,8 @@ EntryWriter::~EntryWriter() {
     stop_ = true;
   }
   timer_cv_.notify_all();
-  timer_thread_.join();
+  // Not started when Create failed part-way.
+  if (timer_thread_.joinable()) timer_thread_.join();
 }
 
 void EntryWriter::FailPending() {

@@ -114,9 +114,8 @@ MetaStore::~MetaStore() {
   if (AbandonedWatermarkQueries() > 0) {
     // Queries still running on these clients (see kafka.h): they must outlive them. Kept
     // reachable, so that leak checkers do not report them.
-    static auto* kept = new std::vector<std::shared_ptr<void>>();
-    kept->emplace_back(std::shared_ptr<Consumer>(std::move(consumer_)));
-    kept->emplace_back(
+    KeepOpenForAbandonedQueries(std::shared_ptr<Consumer>(std::move(consumer_)));
+    KeepOpenForAbandonedQueries(
         std::shared_ptr<rd_kafka_t>(watermarks_client_.release(), [](rd_kafka_t*) {}));
   }
 }

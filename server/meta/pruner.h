@@ -1,5 +1,5 @@
-// Physical pruning (docs/ARCHITECTURE.md, "Pruning, and why it is safe"): deletes the records of each slot that no live
-// namespace can read any more, with Kafka's DeleteRecords.
+// Physical pruning (docs/ARCHITECTURE.md, "Pruning, and why it is safe"): deletes the records of
+// each slot that no live namespace can read any more, with Kafka's DeleteRecords.
 //
 // Safety. The prune point of a slot is min(h, lowest first_entry_id of its live namespaces),
 // where h is the slot's end read *before* the namespace table is brought up to the end of the
