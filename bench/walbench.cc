@@ -556,6 +556,8 @@ struct Bench {
     return duration<double>(Clock::now() - t0).count();
   }
 
+  // Over 80 lines on purpose: one experiment (set up a slot, then three measured phases whose
+  // figures are compared in one table) reads best top to bottom.
   void Replay() {
     // A slot of its own: a fresh server with one topic of one partition, and room for all the
     // namespaces' reads at once.
