@@ -715,14 +715,9 @@ TEST_F(Core, ARecordFromAStaleViewAfterADeleteIsFollowedByTheDeletionAgain) {
   stale.truncated_before = state->start_offset + 1;
   const std::string value =
       MakeRecord(meta::v1::NamespaceRecord::TRUNCATE, stale, "stale-server").SerializeAsString();
-  auto producer = Producer::Create(properties_, "stale-server");
-  ASSERT_TRUE(producer.ok()) << producer.status();
-  struct Ack : DeliveryHandler {
-    std::promise<rd_kafka_resp_err_t> done;
-    void OnDelivery(rd_kafka_resp_err_t err, int64_t) override { done.set_value(err); }
-  } ack;
-  ASSERT_TRUE((*producer)->Produce(meta_topic_, 0, EncodeKey(1), value, &ack).ok());
-  ASSERT_EQ(ack.done.get_future().get(), RD_KAFKA_RESP_ERR_NO_ERROR);
+  const auto written =
+      ProduceRaw(properties_.at("bootstrap.servers"), meta_topic_, 0, EncodeKey(1), value);
+  ASSERT_TRUE(written.ok()) << written.status();
 
   using Kind = meta::v1::NamespaceRecord;
   std::vector<Kind::Kind> kinds;
@@ -754,19 +749,10 @@ TEST_F(Core, AReadHoldsBackABoundedAmountBehindAnIncompleteEntry) {
   const auto torn =
       EncodeEntry(std::string(3000, 't'), 12345, kMaxRecordBytes, {}, {777, 888, now_ms});
   ASSERT_GT(torn.size(), 1u);
-  auto producer = Producer::Create(properties_, "failed-writer");
-  ASSERT_TRUE(producer.ok()) << producer.status();
-  struct Ack : DeliveryHandler {
-    std::promise<std::pair<rd_kafka_resp_err_t, int64_t>> done;
-    void OnDelivery(rd_kafka_resp_err_t err, int64_t offset) override {
-      done.set_value({err, offset});
-    }
-  } ack;
-  ASSERT_TRUE((*producer)
-                  ->Produce(state->slot.topic, state->slot.partition, EncodeKey(1), torn[0], &ack)
-                  .ok());
-  const auto [err, torn_at] = ack.done.get_future().get();
-  ASSERT_EQ(err, RD_KAFKA_RESP_ERR_NO_ERROR);
+  const absl::StatusOr<int64_t> torn_at =
+      ProduceRaw(properties_.at("bootstrap.servers"), state->slot.topic, state->slot.partition,
+                 EncodeKey(1), torn[0]);
+  ASSERT_TRUE(torn_at.ok()) << torn_at.status();
   for (uint64_t seq = 2; seq <= 30; ++seq) {  // 29 x 900 bytes > 2 x 8192
     ASSERT_TRUE(
         Append({AppendItem{state->slot, 1, std::string(900, 'a'), EntryStamp{0, 1, seq}}}).ok());
@@ -775,7 +761,7 @@ TEST_F(Core, AReadHoldsBackABoundedAmountBehindAnIncompleteEntry) {
   auto entries = sink->Wait(seconds(30));
   ASSERT_FALSE(entries.ok());
   EXPECT_TRUE(absl::IsUnavailable(entries.status())) << entries.status();
-  EXPECT_NE(entries.status().message().find(absl::StrCat("read again from entry ", torn_at)),
+  EXPECT_NE(entries.status().message().find(absl::StrCat("read again from entry ", *torn_at)),
             absl::string_view::npos)
       << entries.status();
   std::vector<v1::Entry> got = sink->entries();
