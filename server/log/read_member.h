@@ -64,7 +64,7 @@ class ReadMember {
   // Takes the member off its scan (scan thread, which must not touch it afterwards).
   void Detach();
   // For a scan that serves this member alone (scan thread): waits at most `at_most` for the read
-  // thread to drain the queue to half its bound, instead of detaching.
+  // thread to drain the queue to half its bound; over_limit() is false once it is within it.
   void WaitForRoom(Clock::duration at_most);
 
   // The read's thread: sends queued batches to the client until the member is done. When the

@@ -238,13 +238,20 @@ void SlotScan::AllIdle(bool at_end_of_partition, const absl::Status& status) {
   DetachOverLimit();
 }
 
-void SlotScan::DetachOverLimit() {
-  if (!shared_) {
-    for (auto& m : members_) {
-      if (!m->done() && m->over_limit()) m->WaitForRoom(kMemberCheckInterval);
+void SlotScan::WaitForSlowClients() {
+  for (auto& m : members_) {
+    const Clock::time_point give_up = Clock::now() + kMaxWaitForRoom;
+    while (!m->done() && m->over_limit() && Clock::now() < give_up) {
+      m->WaitForRoom(kMemberCheckInterval);
+      // Meanwhile the member still hears of cancellation, deadlines and shutdown.
+      if (m->over_limit()) m->OnIdle(next_, false, absl::OkStatus());
+      changed_ = true;
     }
-    return;
   }
+}
+
+void SlotScan::DetachOverLimit() {
+  if (!shared_) WaitForSlowClients();
   bool detached = false;
   for (auto it = members_.begin(); it != members_.end();) {
     if ((*it)->done() || !(*it)->over_limit()) {

@@ -65,8 +65,8 @@ class ScanHost {
 
 class SlotScan : public std::enable_shared_from_this<SlotScan> {
  public:
-  // A scan that is not `shared` serves the one read that joins it: it waits for that read's
-  // client rather than detach it (nobody else is held up).
+  // A scan that is not `shared` serves the one read that joins it: it waits a while for that
+  // read's client before it detaches it (nobody else is held up).
   SlotScan(ScanHost* host, ReadContext* context, Slot slot, bool shared)
       : host_(host), context_(context), slot_(std::move(slot)), shared_(shared) {}
 
@@ -94,6 +94,8 @@ class SlotScan : public std::enable_shared_from_this<SlotScan> {
   // Every member hears of cancellation and deadlines, and sends what it has, this often even
   // while records keep coming.
   static constexpr auto kMemberCheckInterval = std::chrono::milliseconds(100);
+  // How long a scan of its own waits for its read's client to make room (WaitForSlowClients).
+  static constexpr auto kMaxWaitForRoom = std::chrono::seconds(1);
 
   // The steps of Scan(), each on the scan thread.
   absl::Status Scan();
@@ -115,8 +117,12 @@ class SlotScan : public std::enable_shared_from_this<SlotScan> {
   void AllIdle(bool at_end_of_partition, const absl::Status& status);
   // Members whose client fell behind (queue full) leave a shared scan, so that it never waits on
   // one client; each carries on with a scan of its own (ReadMember::Deliver). A scan of its own
-  // waits for its client instead, a check interval at a time.
+  // first waits for its client (WaitForSlowClients).
   void DetachOverLimit();
+  // A scan that serves one read: while that read's queue is full, reads no further (so the
+  // queue stays bounded) for up to kMaxWaitForRoom. A slow client then goes on without a new
+  // scan per queue-full; a stalled one is detached after all, so it holds no consumer.
+  void WaitForSlowClients();
   // Records [next_, low) are gone from Kafka and nobody pruned them: the members that still
   // need some of them end with `loss`; the others go on.
   void LoseRange(int64_t low, const absl::Status& loss);

@@ -284,6 +284,29 @@ TEST_F(SlotScanTest, AStalledReadIsTakenOffTheScanAndTheOthersGoOn) {
   EXPECT_LE(host_.consumers_acquired.load(), 3);
 }
 
+TEST_F(SlotScanTest, AScanOfItsOwnWaitsForASlowClientButReleasesAStalledOne) {
+  context_.options.batch_bytes = 100;
+  context_.options.read_queue_bytes = 1000;
+  std::vector<std::string> one;
+  for (int i = 0; i < 100; ++i)
+    Append(1, one.emplace_back(std::string(100, 'a') + std::to_string(i)));
+  auto sink = std::make_shared<TestSink>();
+  sink->Stall(true);
+  RunScan({Read(1, 0, sink)}, /*shared=*/false);
+  // Stalled for good: after about a second the scan lets the read go and ends, so a stalled
+  // client holds no consumer (and the scan read no further while it waited).
+  const auto give_up = Clock::now() + seconds(10);
+  while (host_.scans_ended.load() == 0 && Clock::now() < give_up) {
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  EXPECT_EQ(host_.scans_ended.load(), 1);
+  EXPECT_EQ(host_.consumers_released.load(), 1);
+  EXPECT_EQ(metrics_.read_scan_detaches.load(), 1u);
+  sink->Stall(false);
+  ASSERT_EQ(sink->Finished(), absl::OkStatus());
+  EXPECT_EQ(Data(sink->entries()), one);
+}
+
 TEST_F(SlotScanTest, LostRecordsEndOnlyTheReadsThatNeededThem) {
   for (int i = 0; i < 10; ++i) Append(1, "one " + std::to_string(i));
   host_.low = 5;  // offsets 0..4 gone, and nobody pruned them
