@@ -6,9 +6,10 @@
 //   namespace's entries (entry_assembler.h) and queues batches -> the read's thread sends them
 //   to its ReadSink (the gRPC stream).
 //
-// A scan never waits for a client: a read whose queue passes read_queue_bytes is detached and
-// goes on with a scan of its own once its client pulls again, so a slow or stalled client
-// delays only its own read.
+// A shared scan never waits for a client: a read whose queue passes read_queue_bytes is
+// detached and goes on with a scan of its own once its client pulls again, so a slow or stalled
+// client delays only its own read. A scan of its own waits up to a second for its client, then
+// lets a stalled one go too (slot_scan.h, WaitForSlowClients).
 #pragma once
 
 #include <atomic>

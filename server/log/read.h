@@ -41,7 +41,7 @@ struct ReaderOptions {
   size_t batch_bytes = 1 << 20;  // a response message carries about this much
   // Entry bytes a read may have waiting for its client. A read whose client falls further
   // behind leaves the shared scan of its slot (which never waits for one client) and goes on
-  // with a scan of its own once its client caught up.
+  // with a scan of its own once its client caught up (which waits up to a second for it).
   size_t read_queue_bytes = 8 << 20;
 };
 

@@ -130,6 +130,7 @@ absl::Status ReadMember::Deliver(const std::function<void()>& rejoin) {
       lock.lock();
       if (!sent) {
         cancelled_ = true;  // the scan drops the member at its next look
+        cv_.notify_all();   // and a scan waiting for room (WaitForRoom) hears it now
         return absl::CancelledError("read cancelled");
       }
       continue;

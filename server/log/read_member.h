@@ -1,9 +1,9 @@
 // One read, as a member of slot scans (slot_scan.h). A scan thread feeds it the records of its
 // slot (OnRecord) and tells it where the scan stands when nothing is coming (OnIdle); the member
 // filters by key, reassembles entries and queues batches. The read's own thread (Deliver) sends
-// the batches to the client. The scan never waits on a client: a member whose queue is over
+// the batches to the client. A shared scan never waits on a client: a member whose queue is over
 // read_queue_bytes is detached (Detach), and its read thread, once the queue drained, starts a
-// scan of its own from resume_at().
+// scan of its own from resume_at(); that one waits up to a second for room before detaching.
 //
 // Threads. The assembler, the batch being filled and the offsets belong to one scan thread at a
 // time: the one whose scan holds the member. The member moves between scans only through a

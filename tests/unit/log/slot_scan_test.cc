@@ -278,8 +278,9 @@ TEST_F(SlotScanTest, AStalledReadIsTakenOffTheScanAndTheOthersGoOn) {
   stalled->Stall(false);
   ASSERT_EQ(stalled->Finished(), absl::OkStatus());
   EXPECT_EQ(Data(stalled->entries()), one);
-  // A scan of its own waits for its client rather than detach it again (each detach costs a new
-  // scan): at most one detach per read (the other one's client may fall behind too).
+  // A scan of its own waits up to a second for a client that keeps pulling rather than detach it
+  // again (each detach costs a new scan): at most one detach per read (the other one's client
+  // may fall behind too).
   EXPECT_LE(metrics_.read_scan_detaches.load(), 2u);
   EXPECT_LE(host_.consumers_acquired.load(), 3);
 }
