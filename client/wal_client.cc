@@ -1,12 +1,15 @@
 #include "client/wal_client.h"
 
 #include <fstream>
+#include <future>
 #include <mutex>
 #include <random>
 #include <sstream>
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
+#include "client/append_streamer.h"
+#include "client/retry.h"
 #include "grpcpp/alarm.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -30,25 +33,27 @@ uint64_t RandomWriterId() {
   return id;
 }
 
-// A random wait in [backoff/2, backoff], so that many clients do not retry in step.
-std::chrono::milliseconds Jitter(std::chrono::milliseconds backoff) {
-  thread_local std::mt19937 rng(std::random_device{}());
-  return std::chrono::milliseconds(
-      std::uniform_int_distribution<int64_t>(backoff.count() / 2, backoff.count())(rng));
-}
-
-std::chrono::milliseconds Backoff(std::chrono::milliseconds first, int retry) {
-  auto b = first;
-  for (int i = 0; i < retry && b < std::chrono::seconds(2); ++i) b *= 2;
-  return std::min<std::chrono::milliseconds>(b, std::chrono::seconds(2));
-}
-
 }  // namespace
 
 Client::Client(const ClientOptions& options, std::unique_ptr<v1::WalService::Stub> stub)
     : options_(options),
       stub_(std::move(stub)),
-      writer_id_(options.writer_id != 0 ? options.writer_id : RandomWriterId()) {}
+      writer_id_(options.writer_id != 0 ? options.writer_id : RandomWriterId()) {
+  if (!options_.append_stream) return;
+  AppendStreamer::Options streamer;
+  streamer.max_retries = options_.max_retries;
+  streamer.retry_backoff = options_.retry_backoff;
+  streamer.attempt_timeout = options_.append_attempt_timeout;
+  streamer.prepare = [this](grpc::ClientContext& ctx) { Prepare(ctx); };
+  streamer_ = std::make_unique<AppendStreamer>(
+      stub_.get(), std::move(streamer),
+      [this](v1::AppendRequest request, system_clock::time_point deadline,
+             AppendStreamer::Done done) {
+        AppendUnaryAsync(std::move(request), deadline, std::move(done));
+      });
+}
+
+Client::~Client() { streamer_.reset(); }
 
 namespace {
 
@@ -120,7 +125,7 @@ absl::Status Client::WithRetries(system_clock::time_point deadline,
     if (status.error_code() != grpc::StatusCode::UNAVAILABLE || retry >= options_.max_retries) {
       return FromGrpcStatus(status);
     }
-    const auto sleep = Jitter(Backoff(options_.retry_backoff, retry));
+    const auto sleep = RetryJitter(RetryBackoff(options_.retry_backoff, retry));
     if (system_clock::now() + sleep >= deadline) return FromGrpcStatus(status);
     std::this_thread::sleep_for(sleep);
   }
@@ -149,7 +154,7 @@ std::optional<std::chrono::milliseconds> Client::AppendRetryDelay(
   const bool retryable = status.error_code() == grpc::StatusCode::UNAVAILABLE ||
                          status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
   if (!retryable || options_.max_retries == 0) return std::nullopt;
-  const auto sleep = Jitter(Backoff(options_.retry_backoff, retry));
+  const auto sleep = RetryJitter(RetryBackoff(options_.retry_backoff, retry));
   // Worth it only if an attempt still has a second or so after the wait.
   if (system_clock::now() + sleep + std::chrono::seconds(1) >= deadline) return std::nullopt;
   return sleep;
@@ -185,6 +190,14 @@ absl::StatusOr<CreateNamespaceResult> Client::CreateNamespace(uint64_t namespace
 absl::StatusOr<std::vector<uint64_t>> Client::Append(v1::AppendRequest request) {
   Stamp(&request);
   const system_clock::time_point deadline = Deadline(options_.timeout);
+  if (streamer_) {
+    std::promise<absl::StatusOr<std::vector<uint64_t>>> answered;
+    streamer_->Append(std::move(request), deadline,
+                      [&answered](absl::StatusOr<std::vector<uint64_t>> ids) {
+                        answered.set_value(std::move(ids));
+                      });
+    return answered.get_future().get();
+  }
   for (int retry = 0;; ++retry) {
     grpc::ClientContext ctx;
     ctx.set_deadline(AttemptDeadline(deadline));
@@ -229,10 +242,20 @@ struct Client::AsyncAppend {
 
 void Client::AppendAsync(v1::AppendRequest request,
                          std::function<void(absl::StatusOr<std::vector<uint64_t>>)> done) {
+  Stamp(&request);
+  const system_clock::time_point deadline = Deadline(options_.timeout);
+  if (streamer_) {
+    streamer_->Append(std::move(request), deadline, std::move(done));
+    return;
+  }
+  AppendUnaryAsync(std::move(request), deadline, std::move(done));
+}
+
+void Client::AppendUnaryAsync(v1::AppendRequest request, system_clock::time_point deadline,
+                              std::function<void(absl::StatusOr<std::vector<uint64_t>>)> done) {
   auto call = std::make_shared<AsyncAppend>();
   call->request = std::move(request);
-  Stamp(&call->request);
-  call->deadline = Deadline(options_.timeout);
+  call->deadline = deadline;
   call->done = std::move(done);
   StartAsyncAttempt(std::move(call));
 }
@@ -346,6 +369,56 @@ absl::Status Client::Read(const ReadOptions& options,
     }
     std::this_thread::sleep_for(backoff);
     backoff = std::min<std::chrono::milliseconds>(backoff * 2, std::chrono::seconds(2));
+  }
+}
+
+absl::Status Client::ReadMany(const ReadManyOptions& options,
+                              const std::function<bool(v1::Entry& entry)>& on_entry,
+                              const std::function<bool(const v1::ReadEnd& end)>& on_end) {
+  v1::ReadManyRequest request;
+  for (const ReadManyOptions::Start& start : options.namespaces) {
+    v1::ReadRequest* read = request.add_reads();
+    read->set_namespace_id(start.namespace_id);
+    read->set_start_entry_id(start.start_entry_id);
+    read->set_limit(start.limit);
+  }
+  request.set_follow(options.follow);
+  const bool has_deadline = options.timeout.count() != 0 || !options.follow;
+  const system_clock::time_point deadline = Deadline(options.timeout);
+  for (int retry = 0;; ++retry) {
+    grpc::ClientContext ctx;
+    Prepare(ctx);
+    if (has_deadline) ctx.set_deadline(deadline);
+    auto reader = stub_->ReadMany(&ctx, request);
+    v1::ReadResponse batch;
+    bool delivered = false;
+    bool stopped = false;
+    while (!stopped && reader->Read(&batch)) {
+      for (v1::Entry& entry : *batch.mutable_entries()) {
+        delivered = true;
+        if (!on_entry(entry)) {
+          stopped = true;
+          break;
+        }
+      }
+      for (const v1::ReadEnd& end : batch.ends()) {
+        if (stopped) break;
+        delivered = true;
+        if (!on_end(end)) stopped = true;
+      }
+    }
+    if (stopped) {
+      ctx.TryCancel();
+      reader->Finish();
+      return absl::OkStatus();
+    }
+    const absl::Status status = FromGrpcStatus(reader->Finish());
+    const auto sleep = RetryJitter(RetryBackoff(options_.retry_backoff, retry));
+    if (!absl::IsUnavailable(status) || delivered || retry >= options_.max_retries ||
+        (has_deadline && system_clock::now() + sleep >= deadline)) {
+      return status;
+    }
+    std::this_thread::sleep_for(sleep);
   }
 }
 

@@ -352,6 +352,8 @@ void WalServer::Shutdown(std::chrono::milliseconds grace) {
   // Reads end at once (a following read would otherwise hold the grace period); appends in
   // flight finish within it and reach their callers.
   if (reader_) reader_->Stop();
+  // Long-lived append streams end once what they started is answered.
+  if (service_) service_->StopStreams();
   const auto fail_pending = [this] {
     CancelWatermarkQueries();
     if (writer_) writer_->FailPending();

@@ -119,32 +119,36 @@ absl::Status EntryReader::PrunedOrLost(const Slot& slot, int64_t from, int64_t l
       meta_->PrunedBefore(slot)));
 }
 
-absl::Status EntryReader::Run(const ReadParams& params, const std::shared_ptr<ReadSink>& sink) {
-  // Stop a little before the caller's deadline, so the caller learns why.
-  const auto stop_at = AnswerBy(params.deadline);
-
+Clock::time_point EntryReader::CatchUpBy(Clock::time_point stop_at) {
   // A read sees every change to the namespace made before it began, through any server
   // (creation, truncation, a new epoch): one round trip to the metadata topic. It gets half the
   // time left at most (librdkafka may overrun a query's timeout), so that with Kafka down the
   // caller still hears UNAVAILABLE before its deadline.
   const auto now = Clock::now();
-  const auto catch_up_by =
-      stop_at == Clock::time_point::max()
-          ? now + kKafkaRequestTimeout
-          : now + std::min<Clock::duration>((stop_at - now) / 2, kKafkaRequestTimeout);
-  if (absl::Status s = meta_->CatchUp(catch_up_by); !s.ok()) return s;
+  return stop_at == Clock::time_point::max()
+             ? now + kKafkaRequestTimeout
+             : now + std::min<Clock::duration>((stop_at - now) / 2, kKafkaRequestTimeout);
+}
+
+absl::StatusOr<std::shared_ptr<ReadMember>> EntryReader::MakeMember(
+    const ReadParams& params, const std::shared_ptr<ReadSink>& sink, Clock::time_point stop_at,
+    std::map<Slot, Watermarks>* marks_of, std::shared_ptr<DeliveryBell> bell) {
   std::optional<NamespaceState> ns = meta_->Get(params.namespace_id);
   if (!ns) {
     return absl::NotFoundError(absl::StrCat("namespace ", params.namespace_id,
                                             " not found; create it with CreateNamespace"));
   }
-
   // The end of the log as seen now bounds a read without follow.
-  absl::StatusOr<Watermarks> marks =
-      QueryWatermarks(meta_->watermarks_client(), ns->slot.topic, ns->slot.partition,
-                      std::max(1, MillisLeft(stop_at)));
-  if (!marks.ok()) return marks.status();
-  const int64_t end = marks->high;
+  auto known = marks_of->find(ns->slot);
+  if (known == marks_of->end()) {
+    absl::StatusOr<Watermarks> marks =
+        QueryWatermarks(meta_->watermarks_client(), ns->slot.topic, ns->slot.partition,
+                        std::max(1, MillisLeft(stop_at)));
+    if (!marks.ok()) return marks.status();
+    known = marks_of->emplace(ns->slot, *marks).first;
+  }
+  const Watermarks& marks = known->second;
+  const int64_t end = marks.high;
   const int64_t first = ns->first_entry_id();
   if (params.start_entry_id > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
     return absl::OutOfRangeError(absl::StrCat("start_entry_id ", params.start_entry_id,
@@ -163,16 +167,125 @@ absl::Status EntryReader::Run(const ReadParams& params, const std::shared_ptr<Re
                                               " of namespace ", params.namespace_id));
   }
   int64_t scan_from = start;
-  if (start < marks->low) {
-    if (absl::Status s = PrunedOrLost(ns->slot, start, marks->low, stop_at); !s.ok()) return s;
+  if (start < marks.low) {
+    if (absl::Status s = PrunedOrLost(ns->slot, start, marks.low, stop_at); !s.ok()) return s;
     // Pruned on purpose: the namespace has no entry below the new low watermark.
-    scan_from = marks->low;
+    scan_from = marks.low;
   }
-  if (start == end && !params.follow) return absl::OkStatus();
+  if (start == end && !params.follow) return nullptr;
+  return std::make_shared<ReadMember>(&context_, params, sink, *ns, scan_from, end, stop_at,
+                                      std::move(bell));
+}
 
-  auto member = std::make_shared<ReadMember>(&context_, params, sink, *ns, scan_from, end, stop_at);
-  Join(member, /*shared=*/true);
-  return member->Deliver([this, &member] { Join(member, /*shared=*/false); });
+absl::Status EntryReader::Run(const ReadParams& params, const std::shared_ptr<ReadSink>& sink) {
+  // Stop a little before the caller's deadline, so the caller learns why.
+  const auto stop_at = AnswerBy(params.deadline);
+  if (absl::Status s = meta_->CatchUp(CatchUpBy(stop_at)); !s.ok()) return s;
+  std::map<Slot, Watermarks> marks;
+  absl::StatusOr<std::shared_ptr<ReadMember>> member =
+      MakeMember(params, sink, stop_at, &marks, nullptr);
+  if (!member.ok()) return member.status();
+  if (*member == nullptr) return absl::OkStatus();  // nothing to read
+  Join(*member, /*shared=*/true);
+  return (*member)->Deliver([this, &member] { Join(*member, /*shared=*/false); });
+}
+
+absl::Status EntryReader::StartMany(std::vector<ReadParams> reads, std::shared_ptr<ReadSink> sink) {
+  if (context_.stopping) return absl::UnavailableError("walserver is shutting down");
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (running_ >= context_.options.max_concurrent_reads) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "too many concurrent reads (", context_.options.max_concurrent_reads, "); retry later"));
+    }
+    ++running_;
+  }
+  std::thread([this, reads = std::move(reads), sink = std::move(sink)] {
+    ++context_.metrics->reads_in_progress;
+    absl::Status status = RunMany(reads, sink);
+    --context_.metrics->reads_in_progress;
+    sink->Finish(std::move(status));
+    std::lock_guard<std::mutex> lock(mu_);
+    if (--running_ == 0) idle_cv_.notify_all();
+  }).detach();
+  return absl::OkStatus();
+}
+
+namespace {
+
+v1::ReadResponse EndOf(uint64_t namespace_id, const absl::Status& status, bool caught_up) {
+  v1::ReadResponse message;
+  v1::ReadEnd* end = message.add_ends();
+  end->set_namespace_id(namespace_id);
+  end->set_code(static_cast<int32_t>(status.code()));
+  end->set_message(std::string(status.message()));
+  end->set_caught_up(caught_up);
+  return message;
+}
+
+}  // namespace
+
+absl::Status EntryReader::RunMany(const std::vector<ReadParams>& reads,
+                                  const std::shared_ptr<ReadSink>& sink) {
+  if (reads.empty()) return absl::OkStatus();
+  // One deadline for the call; the namespaces share the queue bound of one read.
+  const auto stop_at = AnswerBy(reads.front().deadline);
+  if (absl::Status s = meta_->CatchUp(CatchUpBy(stop_at)); !s.ok()) return s;
+  auto bell = std::make_shared<DeliveryBell>();
+  const size_t share =
+      std::max(2 * context_.options.batch_bytes, context_.options.read_queue_bytes / reads.size());
+  std::map<Slot, Watermarks> marks;  // one query per slot
+  std::vector<std::shared_ptr<ReadMember>> members;
+  for (ReadParams params : reads) {
+    params.queue_bytes = share;
+    absl::StatusOr<std::shared_ptr<ReadMember>> member =
+        MakeMember(params, sink, stop_at, &marks, bell);
+    // A namespace that cannot be read (or has nothing to read) ends at once; the others go on.
+    if (!member.ok() || *member == nullptr) {
+      const absl::Status status = member.ok() ? absl::OkStatus() : member.status();
+      if (!sink->Send(EndOf(params.namespace_id, status, /*caught_up=*/false))) {
+        return absl::CancelledError("read cancelled");
+      }
+      continue;
+    }
+    members.push_back(*std::move(member));
+  }
+  // Joined together, so that the members of one slot share its scan from the start.
+  for (const auto& member : members) Join(member, /*shared=*/true);
+
+  // Round robin, one batch per member per turn, so that no namespace starves the others.
+  absl::Status cancelled;
+  while (!members.empty()) {
+    const uint64_t seen = bell->rung();
+    bool progress = false;
+    for (auto it = members.begin(); it != members.end();) {
+      const std::shared_ptr<ReadMember>& member = *it;
+      absl::Status status;
+      const ReadMember::Step step =
+          member->DeliverNext([this, &member] { Join(member, /*shared=*/false); }, &status);
+      if (step == ReadMember::Step::kDone) {
+        progress = true;
+        if (absl::IsCancelled(status) && sink->cancelled()) return status;
+        if (!sink->Send(EndOf(member->namespace_id(), status, /*caught_up=*/false))) {
+          return absl::CancelledError("read cancelled");
+        }
+        it = members.erase(it);
+        continue;
+      }
+      if (step == ReadMember::Step::kProgress) progress = true;
+      if (step == ReadMember::Step::kWaiting && member->TakeCaughtUp()) {
+        progress = true;
+        if (!sink->Send(EndOf(member->namespace_id(), absl::OkStatus(), /*caught_up=*/true))) {
+          return absl::CancelledError("read cancelled");
+        }
+      }
+      ++it;
+    }
+    // Members finish on their own at cancellation, deadline and shutdown (their scans look every
+    // 100 ms); the timeout only bounds a missed ring.
+    if (!progress) bell->WaitPast(seen, std::chrono::milliseconds(100));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace wal

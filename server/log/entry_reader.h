@@ -28,6 +28,7 @@
 #include "server/common/deadline.h"
 #include "server/common/metrics.h"
 #include "server/common/slot.h"
+#include "server/kafka/admin.h"
 #include "server/kafka/client.h"
 #include "server/kafka/consumer.h"
 #include "server/log/read.h"
@@ -46,6 +47,12 @@ class EntryReader : private ScanHost {
   // Starts a read on its own thread; RESOURCE_EXHAUSTED when too many reads are running.
   absl::Status Start(ReadParams params, std::shared_ptr<ReadSink> sink);
 
+  // Starts a ReadMany on one thread of its own, which delivers the entries of every read in
+  // `reads` (each namespace at most once; one deadline) to `sink`, and after each namespace's
+  // last entry a ReadEnd: its status, or caught_up for a following read that sent its backlog.
+  // Counts as one read against max_concurrent_reads.
+  absl::Status StartMany(std::vector<ReadParams> reads, std::shared_ptr<ReadSink> sink);
+
   uint64_t records_skipped() const { return context_.records_skipped.load(); }
   // Ends every running read with UNAVAILABLE within about 100 ms (graceful shutdown), and
   // refuses new ones.
@@ -53,6 +60,16 @@ class EntryReader : private ScanHost {
 
  private:
   absl::Status Run(const ReadParams& params, const std::shared_ptr<ReadSink>& sink);
+  absl::Status RunMany(const std::vector<ReadParams>& reads, const std::shared_ptr<ReadSink>& sink);
+  // How long a read may spend catching up with the metadata topic before it starts.
+  static Clock::time_point CatchUpBy(Clock::time_point stop_at);
+  // Checks a read against its namespace (after the catch-up) and makes its member; nullptr when
+  // there is nothing to read. `marks_of` caches the slots' watermarks within one call.
+  absl::StatusOr<std::shared_ptr<ReadMember>> MakeMember(const ReadParams& params,
+                                                         const std::shared_ptr<ReadSink>& sink,
+                                                         Clock::time_point stop_at,
+                                                         std::map<Slot, Watermarks>* marks_of,
+                                                         std::shared_ptr<DeliveryBell> bell);
   // Records [from, low) of `slot` are missing from Kafka: OK if walserver pruned them (then no
   // live namespace had a readable entry there), else DATA_LOSS.
   absl::Status PrunedOrLost(const Slot& slot, int64_t from, int64_t low,

@@ -32,6 +32,9 @@ struct ReadParams {
   uint64_t limit = 0;
   bool follow = false;
   Clock::time_point deadline = Clock::time_point::max();
+  // Entry bytes this read may have waiting for its client; 0: ReaderOptions::read_queue_bytes.
+  // The reads of one ReadMany share that bound.
+  size_t queue_bytes = 0;
 };
 
 struct ReaderOptions {

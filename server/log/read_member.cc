@@ -11,7 +11,7 @@ namespace wal {
 
 ReadMember::ReadMember(ReadContext* context, const ReadParams& params,
                        std::shared_ptr<ReadSink> sink, NamespaceState ns, int64_t start,
-                       int64_t end, Clock::time_point stop_at)
+                       int64_t end, Clock::time_point stop_at, std::shared_ptr<DeliveryBell> bell)
     : context_(context),
       params_(params),
       sink_(std::move(sink)),
@@ -19,6 +19,10 @@ ReadMember::ReadMember(ReadContext* context, const ReadParams& params,
       start_(start),
       end_(params.follow ? std::numeric_limits<int64_t>::max() : end),
       stop_at_(stop_at),
+      caught_up_at_(end),
+      queue_limit_(params.queue_bytes != 0 ? params.queue_bytes
+                                           : context->options.read_queue_bytes),
+      bell_(std::move(bell)),
       truncated_before_(ns_.truncated_before),
       // A fence before the start is not in the scanned range; the table knows its epoch.
       assembler_(context->options.max_entry_bytes, ns_.FencedEpochBefore(start)) {}
@@ -59,6 +63,13 @@ void ReadMember::OnIdle(int64_t position, bool at_end_of_partition,
     return;
   }
   Flush();
+  if (params_.follow && position >= caught_up_at_) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!caught_up_ && !caught_up_reported_) {
+      caught_up_ = true;
+      if (bell_) bell_->Ring();
+    }
+  }
   if (cancelled_ || sink_->cancelled()) {
     Finish(absl::CancelledError("read cancelled"));
     return;
@@ -99,11 +110,12 @@ void ReadMember::Finish(absl::Status status) {
   done_ = true;
   status_ = std::move(status);
   cv_.notify_all();
+  if (bell_) bell_->Ring();
 }
 
 void ReadMember::WaitForRoom(Clock::duration at_most) {
   std::unique_lock<std::mutex> lock(mu_);
-  const size_t limit = context_->options.read_queue_bytes;
+  const size_t limit = queue_limit_;
   cv_.wait_for(lock, at_most, [&] { return queue_bytes_ <= limit / 2 || cancelled_ || done_; });
   if (queue_bytes_ <= limit) over_limit_ = false;
 }
@@ -114,33 +126,55 @@ void ReadMember::Detach() {
   std::lock_guard<std::mutex> lock(mu_);
   detached_ = true;
   cv_.notify_all();
+  if (bell_) bell_->Ring();
 }
 
 absl::Status ReadMember::Deliver(const std::function<void()>& rejoin) {
-  std::unique_lock<std::mutex> lock(mu_);
+  absl::Status status;
   while (true) {
-    cv_.wait(lock, [this] { return !queue_.empty() || done_ || detached_; });
-    if (!queue_.empty()) {
-      v1::ReadResponse batch = std::move(queue_.front().first);
-      queue_bytes_ -= queue_.front().second;
-      queue_.pop_front();
-      cv_.notify_all();  // a private scan may wait for room (WaitForRoom)
-      lock.unlock();
-      const bool sent = DropTruncated(&batch) || sink_->Send(std::move(batch));
-      lock.lock();
-      if (!sent) {
-        cancelled_ = true;  // the scan drops the member at its next look
-        cv_.notify_all();   // and a scan waiting for room (WaitForRoom) hears it now
-        return absl::CancelledError("read cancelled");
-      }
-      continue;
+    const Step step = DeliverNext(rejoin, &status);
+    if (step == Step::kDone) return status;
+    if (step == Step::kWaiting) {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [this] { return !queue_.empty() || done_ || detached_; });
     }
-    if (done_) return status_;
-    detached_ = false;
-    lock.unlock();
-    rejoin();
-    lock.lock();
   }
+}
+
+ReadMember::Step ReadMember::DeliverNext(const std::function<void()>& rejoin,
+                                         absl::Status* status) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!queue_.empty()) {
+    v1::ReadResponse batch = std::move(queue_.front().first);
+    queue_bytes_ -= queue_.front().second;
+    queue_.pop_front();
+    cv_.notify_all();  // a private scan may wait for room (WaitForRoom)
+    lock.unlock();
+    const bool sent = DropTruncated(&batch) || sink_->Send(std::move(batch));
+    if (sent) return Step::kProgress;
+    lock.lock();
+    cancelled_ = true;  // the scan drops the member at its next look
+    cv_.notify_all();   // and a scan waiting for room (WaitForRoom) hears it now
+    *status = absl::CancelledError("read cancelled");
+    return Step::kDone;
+  }
+  if (done_) {
+    *status = status_;
+    return Step::kDone;
+  }
+  if (!detached_) return Step::kWaiting;
+  detached_ = false;
+  lock.unlock();
+  rejoin();
+  return Step::kProgress;
+}
+
+bool ReadMember::TakeCaughtUp() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!caught_up_ || !queue_.empty()) return false;
+  caught_up_ = false;
+  caught_up_reported_ = true;
+  return true;
 }
 
 void ReadMember::TakeReady() {
@@ -172,10 +206,11 @@ void ReadMember::Flush() {
   std::lock_guard<std::mutex> lock(mu_);
   queue_.emplace_back(std::move(batch_), batch_bytes_);
   queue_bytes_ += batch_bytes_;
-  if (queue_bytes_ > context_->options.read_queue_bytes) over_limit_ = true;
+  if (queue_bytes_ > queue_limit_) over_limit_ = true;
   batch_.Clear();
   batch_bytes_ = 0;
   cv_.notify_all();
+  if (bell_) bell_->Ring();
 }
 
 bool ReadMember::DropTruncated(v1::ReadResponse* batch) const {

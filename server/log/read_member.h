@@ -36,12 +36,39 @@
 
 namespace wal {
 
+// Wakes a thread that delivers several members' batches (a ReadMany) when any of them has
+// something for it: a batch queued, a detach, an end, or its backlog caught up.
+class DeliveryBell {
+ public:
+  uint64_t rung() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return rung_;
+  }
+  void Ring() {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++rung_;
+    cv_.notify_all();
+  }
+  // Until the bell rang since `seen` (a value of rung()), or `at_most` passed.
+  void WaitPast(uint64_t seen, Clock::duration at_most) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, at_most, [&] { return rung_ != seen; });
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  uint64_t rung_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
 class ReadMember {
  public:
   // Reads `params.namespace_id` (whose state was `ns` when the read began) from offset `start`
-  // to `end` (ignored when following), delivering to `sink` until `stop_at`.
+  // to `end` (when following, only to say it caught up), delivering to `sink` until `stop_at`.
+  // `bell`, if any, rings whenever the read's thread has something to do for this member.
   ReadMember(ReadContext* context, const ReadParams& params, std::shared_ptr<ReadSink> sink,
-             NamespaceState ns, int64_t start, int64_t end, Clock::time_point stop_at);
+             NamespaceState ns, int64_t start, int64_t end, Clock::time_point stop_at,
+             std::shared_ptr<DeliveryBell> bell = nullptr);
 
   uint64_t namespace_id() const { return params_.namespace_id; }
   const Slot& slot() const { return ns_.slot; }
@@ -72,6 +99,15 @@ class ReadMember {
   // resume_at(). Returns the read's status.
   absl::Status Deliver(const std::function<void()>& rejoin);
 
+  // One step of Deliver, for a thread that serves several members: sends one queued batch, or
+  // rejoins a detached member (kProgress); kDone with the read's status in `status` once the
+  // member is done and its queue empty; kWaiting when there is nothing to do now.
+  enum class Step { kProgress, kWaiting, kDone };
+  Step DeliverNext(const std::function<void()>& rejoin, absl::Status* status);
+  // True once, when a following read has delivered everything up to the end it had when it
+  // began (the read's thread asks when DeliverNext is kWaiting).
+  bool TakeCaughtUp();
+
  private:
   // How often a member looks up its namespace's truncation point while it reads.
   static constexpr auto kMetaCheckInterval = std::chrono::milliseconds(100);
@@ -91,6 +127,9 @@ class ReadMember {
   const int64_t start_;
   const int64_t end_;
   const Clock::time_point stop_at_;
+  const int64_t caught_up_at_;  // the end when the read began
+  const size_t queue_limit_;    // read_queue_bytes, or the read's own share of it
+  const std::shared_ptr<DeliveryBell> bell_;
 
   // The scan thread's (one scan at a time; see the comment at the top).
   int64_t truncated_before_;
@@ -110,6 +149,8 @@ class ReadMember {
   std::deque<std::pair<v1::ReadResponse, size_t>> queue_ ABSL_GUARDED_BY(mu_);
   size_t queue_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   bool detached_ ABSL_GUARDED_BY(mu_) = false;
+  bool caught_up_ ABSL_GUARDED_BY(mu_) = false;  // reached caught_up_at_, not yet reported
+  bool caught_up_reported_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status status_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> done_{false};       // set under mu_, read without it
   std::atomic<bool> cancelled_{false};  // the client went away (read thread)

@@ -4,6 +4,7 @@
 #include <deque>
 #include <future>
 #include <map>
+#include <set>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/numbers.h"
@@ -118,6 +119,14 @@ class ReadReactor final : public grpc::ServerWriteReactor<v1::ReadResponse> {
 
  private:
   std::shared_ptr<Bridge> bridge_;
+};
+
+// A stream refused before it began (authentication).
+class RefusedStream final
+    : public grpc::ServerBidiReactor<v1::AppendStreamRequest, v1::AppendStreamResponse> {
+ public:
+  explicit RefusedStream(const absl::Status& status) { Finish(ToGrpcStatus(status)); }
+  void OnDone() override { delete this; }
 };
 
 }  // namespace
@@ -277,8 +286,8 @@ absl::Status WalServiceImpl::PrepareAppend(const v1::AppendRequest& request,
   return absl::OkStatus();
 }
 
-void WalServiceImpl::StartAppend(grpc::ServerUnaryReactor* reactor, Clock::time_point deadline,
-                                 std::vector<AppendItem> items, v1::AppendResponse* response) {
+void WalServiceImpl::StartAppend(Clock::time_point deadline, std::vector<AppendItem> items,
+                                 AppendDone done) {
   uint64_t bytes = 0;
   for (const AppendItem& item : items) bytes += item.data.size();
   // Backpressure: past the cap, say so instead of queueing without bound. A request alone always
@@ -286,49 +295,46 @@ void WalServiceImpl::StartAppend(grpc::ServerUnaryReactor* reactor, Clock::time_
   const uint64_t before = inflight_append_bytes_.fetch_add(bytes);
   if (before + bytes > options_.max_inflight_append_bytes && before > 0) {
     inflight_append_bytes_ -= bytes;
-    reactor->Finish(ToGrpcStatus(absl::ResourceExhaustedError(
+    done(absl::ResourceExhaustedError(
         absl::StrCat("appends of ", before, " bytes are already waiting for Kafka (limit ",
                      options_.max_inflight_append_bytes,
-                     " bytes, max_inflight_append_bytes); nothing was written, retry later"))));
+                     " bytes, max_inflight_append_bytes); nothing was written, retry later")));
     return;
   }
   ++metrics_->appends_in_flight;
   writer_->Append(std::move(items), deadline,
-                  [this, reactor, response, bytes](absl::StatusOr<std::vector<uint64_t>> ids) {
+                  [this, bytes, done = std::move(done)](absl::StatusOr<std::vector<uint64_t>> ids) {
                     --metrics_->appends_in_flight;
                     inflight_append_bytes_ -= bytes;
-                    if (!ids.ok()) {
-                      reactor->Finish(ToGrpcStatus(ids.status()));
-                      return;
+                    if (ids.ok()) {
+                      metrics_->append_bytes += bytes;
+                      metrics_->append_entries += ids->size();
                     }
-                    metrics_->append_bytes += bytes;
-                    metrics_->append_entries += ids->size();
-                    response->mutable_entry_ids()->Assign(ids->begin(), ids->end());
-                    reactor->Finish(grpc::Status::OK);
+                    done(std::move(ids));
                   });
 }
 
-grpc::ServerUnaryReactor* WalServiceImpl::Append(grpc::CallbackServerContext* ctx,
-                                                 const v1::AppendRequest* request,
-                                                 v1::AppendResponse* response) {
-  if (absl::Status s = Authenticate(*ctx); !s.ok()) return FinishNow(ctx, s);
+void WalServiceImpl::DoAppend(std::shared_ptr<const v1::AppendRequest> request,
+                              Clock::time_point deadline, Clock::time_point admin_deadline,
+                              AppendDone done) {
   std::vector<AppendItem> items;
   bool epoch_ahead = false;
   absl::Status status = PrepareAppend(*request, &items, &epoch_ahead);
-  if (!status.ok() && !absl::IsNotFound(status)) return FinishNow(ctx, status);
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  if (!status.ok() && !absl::IsNotFound(status)) {
+    done(std::move(status));
+    return;
+  }
   if (status.ok() && !epoch_ahead) {
-    StartAppend(reactor, SteadyDeadline(*ctx), std::move(items), response);
-    return reactor;
+    StartAppend(deadline, std::move(items), std::move(done));
+    return;
   }
   // A namespace or an epoch this server has not seen: another server may have just created or
   // acquired it. Catch up with the metadata topic (off the gRPC thread) and look again; an
   // epoch still unknown was never issued.
-  const Clock::time_point deadline = SteadyDeadline(*ctx);
-  const Clock::time_point admin_deadline = AdminDeadline(ctx);
-  admin_pool_.Post([this, reactor, request, response, deadline, admin_deadline] {
+  admin_pool_.Post([this, request = std::move(request), deadline, admin_deadline,
+                    done = std::move(done)]() mutable {
     if (absl::Status s = meta_->CatchUp(admin_deadline); !s.ok()) {
-      reactor->Finish(ToGrpcStatus(s));
+      done(std::move(s));
       return;
     }
     std::vector<AppendItem> items;
@@ -340,11 +346,29 @@ grpc::ServerUnaryReactor* WalServiceImpl::Append(grpc::CallbackServerContext* ct
           "nothing was written");
     }
     if (!s.ok()) {
-      reactor->Finish(ToGrpcStatus(s));
+      done(std::move(s));
       return;
     }
-    StartAppend(reactor, deadline, std::move(items), response);
+    StartAppend(deadline, std::move(items), std::move(done));
   });
+}
+
+grpc::ServerUnaryReactor* WalServiceImpl::Append(grpc::CallbackServerContext* ctx,
+                                                 const v1::AppendRequest* request,
+                                                 v1::AppendResponse* response) {
+  if (absl::Status s = Authenticate(*ctx); !s.ok()) return FinishNow(ctx, s);
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  // gRPC keeps the request until the call finishes, which is after `done` ran.
+  std::shared_ptr<const v1::AppendRequest> unowned(request, [](const v1::AppendRequest*) {});
+  DoAppend(std::move(unowned), SteadyDeadline(*ctx), AdminDeadline(ctx),
+           [reactor, response](absl::StatusOr<std::vector<uint64_t>> ids) {
+             if (!ids.ok()) {
+               reactor->Finish(ToGrpcStatus(ids.status()));
+               return;
+             }
+             response->mutable_entry_ids()->Assign(ids->begin(), ids->end());
+             reactor->Finish(grpc::Status::OK);
+           });
   return reactor;
 }
 
@@ -362,6 +386,66 @@ grpc::ServerWriteReactor<v1::ReadResponse>* WalServiceImpl::Read(grpc::CallbackS
     params.deadline = SteadyDeadline(*ctx);
     status = reader_->Start(params, reactor->bridge());
   }
+  if (!status.ok()) reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+grpc::ServerBidiReactor<v1::AppendStreamRequest, v1::AppendStreamResponse>*
+WalServiceImpl::AppendStream(grpc::CallbackServerContext* ctx) {
+  if (absl::Status s = Authenticate(*ctx); !s.ok()) return new RefusedStream(s);
+  std::lock_guard<std::mutex> lock(streams_mu_);
+  if (streams_stopped_) {
+    return new RefusedStream(absl::UnavailableError("walserver is shutting down"));
+  }
+  auto* stream = new AppendStreamReactor(
+      [this](std::shared_ptr<const v1::AppendRequest> request, Clock::time_point deadline,
+             AppendDone done) {
+        const Clock::time_point admin_deadline =
+            std::min(Clock::now() + options_.admin_timeout, AnswerBy(deadline));
+        DoAppend(std::move(request), deadline, admin_deadline, std::move(done));
+      },
+      SteadyDeadline(*ctx), metrics_,
+      [this](AppendStreamReactor* done) {
+        std::lock_guard<std::mutex> lock(streams_mu_);
+        streams_.erase(done);
+      });
+  streams_.insert(stream);
+  return stream;
+}
+
+void WalServiceImpl::StopStreams() {
+  std::lock_guard<std::mutex> lock(streams_mu_);
+  streams_stopped_ = true;
+  for (AppendStreamReactor* stream : streams_) stream->Stop();
+}
+
+grpc::ServerWriteReactor<v1::ReadResponse>* WalServiceImpl::ReadMany(
+    grpc::CallbackServerContext* ctx, const v1::ReadManyRequest* request) {
+  auto* reactor = new ReadReactor();
+  absl::Status status = Authenticate(*ctx);
+  if (status.ok() && request->reads_size() > kMaxReadManyNamespaces) {
+    status =
+        absl::InvalidArgumentError(absl::StrCat("a ReadMany names at most ", kMaxReadManyNamespaces,
+                                                " namespaces, not ", request->reads_size()));
+  }
+  std::vector<ReadParams> reads;
+  std::set<uint64_t> seen;
+  for (int i = 0; status.ok() && i < request->reads_size(); ++i) {
+    const v1::ReadRequest& read = request->reads(i);
+    status = CheckId(read.namespace_id(), absl::StrCat("reads[", i, "].namespace_id"));
+    if (status.ok() && !seen.insert(read.namespace_id()).second) {
+      status = absl::InvalidArgumentError(absl::StrCat(
+          "reads[", i, "]: namespace ", read.namespace_id(), " is named twice in one ReadMany"));
+    }
+    ReadParams params;
+    params.namespace_id = read.namespace_id();
+    params.start_entry_id = read.start_entry_id();
+    params.limit = read.limit();
+    params.follow = request->follow();
+    params.deadline = SteadyDeadline(*ctx);
+    reads.push_back(params);
+  }
+  if (status.ok()) status = reader_->StartMany(std::move(reads), reactor->bridge());
   if (!status.ok()) reactor->Finish(ToGrpcStatus(status));
   return reactor;
 }

@@ -7,9 +7,12 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "server/common/deadline.h"
@@ -18,6 +21,7 @@
 #include "server/log/entry_reader.h"
 #include "server/log/entry_writer.h"
 #include "server/meta/meta_store.h"
+#include "server/rpc/append_stream.h"
 #include "wal/v1/wal.grpc.pb.h"
 
 namespace wal {
@@ -34,6 +38,8 @@ struct ServiceOptions {
 
 class WalServiceImpl final : public v1::WalService::CallbackService {
  public:
+  using AppendDone = std::function<void(absl::StatusOr<std::vector<uint64_t>>)>;
+
   // `kafka` is any client handle, used for watermark queries.
   WalServiceImpl(ServiceOptions options, MetaStore* meta, EntryWriter* writer, EntryReader* reader,
                  rd_kafka_t* kafka, Metrics* metrics);
@@ -46,6 +52,10 @@ class WalServiceImpl final : public v1::WalService::CallbackService {
                                    v1::AppendResponse* response) override;
   grpc::ServerWriteReactor<v1::ReadResponse>* Read(grpc::CallbackServerContext* ctx,
                                                    const v1::ReadRequest* request) override;
+  grpc::ServerBidiReactor<v1::AppendStreamRequest, v1::AppendStreamResponse>* AppendStream(
+      grpc::CallbackServerContext* ctx) override;
+  grpc::ServerWriteReactor<v1::ReadResponse>* ReadMany(grpc::CallbackServerContext* ctx,
+                                                       const v1::ReadManyRequest* request) override;
   grpc::ServerUnaryReactor* Truncate(grpc::CallbackServerContext* ctx,
                                      const v1::TruncateRequest* request,
                                      v1::TruncateResponse* response) override;
@@ -62,15 +72,25 @@ class WalServiceImpl final : public v1::WalService::CallbackService {
                                              const v1::AcquireNamespaceRequest* request,
                                              v1::AcquireNamespaceResponse* response) override;
 
+  // For shutdown: every open AppendStream answers what it started, then ends UNAVAILABLE, so
+  // that long-lived streams do not hold the grace period.
+  void StopStreams();
+
+  // Most namespaces one ReadMany may name.
+  static constexpr int kMaxReadManyNamespaces = 10000;
+
  private:
+  // Checks one append and starts it; `done` runs exactly once, with the ids or why not. Shared
+  // by Append and AppendStream.
+  void DoAppend(std::shared_ptr<const v1::AppendRequest> request, Clock::time_point deadline,
+                Clock::time_point admin_deadline, AppendDone done);
   // Checks every entry of an append and builds its items: a bad request writes nothing.
   // `epoch_ahead` is set when an entry carries an epoch above the one this server knows (an
   // acquisition through another server that the table has not caught up with yet).
   absl::Status PrepareAppend(const v1::AppendRequest& request, std::vector<AppendItem>* items,
                              bool* epoch_ahead);
-  // Hands prepared items to the writer (after the in-flight cap) and finishes `reactor`.
-  void StartAppend(grpc::ServerUnaryReactor* reactor, Clock::time_point deadline,
-                   std::vector<AppendItem> items, v1::AppendResponse* response);
+  // Hands prepared items to the writer (after the in-flight cap); `done` runs exactly once.
+  void StartAppend(Clock::time_point deadline, std::vector<AppendItem> items, AppendDone done);
   // Runs `work` on the admin pool and finishes the call with its status.
   grpc::ServerUnaryReactor* Defer(grpc::CallbackServerContext* ctx,
                                   std::function<absl::Status(Clock::time_point)> work);
@@ -91,6 +111,9 @@ class WalServiceImpl final : public v1::WalService::CallbackService {
   rd_kafka_t* const kafka_;
   Metrics* const metrics_;
   std::atomic<uint64_t> inflight_append_bytes_{0};
+  std::mutex streams_mu_;
+  std::set<AppendStreamReactor*> streams_ ABSL_GUARDED_BY(streams_mu_);
+  bool streams_stopped_ ABSL_GUARDED_BY(streams_mu_) = false;
   WorkQueue admin_pool_;
 };
 

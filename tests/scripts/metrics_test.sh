@@ -14,21 +14,22 @@ page=$(curl -sf "http://$HTTP/metrics")
 expect_contains "$page" "^# TYPE walserver_append_bytes_total counter$" "/metrics"
 expect_contains "$page" "^walserver_meta_healthy 1$" "/metrics"
 
-before_calls=$(metric 'walserver_rpc_calls_total{method="Append",code="OK"}')
+# walctl appends on the append stream: each append counts as a StreamedAppend call.
+before_calls=$(metric 'walserver_rpc_calls_total{method="StreamedAppend",code="OK"}')
 before_bytes=$(metric walserver_append_bytes_total)
 W create 1 >/dev/null
 W append 1 aaaa bbbbbb >/dev/null
 W append 1 cc >/dev/null
 W read 1 >/dev/null
 W info 404 >/dev/null 2>&1 || true
-after_calls=$(metric 'walserver_rpc_calls_total{method="Append",code="OK"}')
+after_calls=$(metric 'walserver_rpc_calls_total{method="StreamedAppend",code="OK"}')
 after_bytes=$(metric walserver_append_bytes_total)
-[[ $((after_calls - before_calls)) -eq 2 ]] || fail "Append calls went $before_calls -> $after_calls"
+[[ $((after_calls - before_calls)) -eq 2 ]] || fail "StreamedAppend calls went $before_calls -> $after_calls"
 [[ $((after_bytes - before_bytes)) -eq 12 ]] || fail "appended bytes went $before_bytes -> $after_bytes"
 [[ $(metric walserver_read_entries_total) -eq 3 ]] || fail "read entries"
 [[ $(metric 'walserver_rpc_calls_total{method="GetNamespace",code="NOT_FOUND"}') -eq 1 ]] ||
   fail "NOT_FOUND calls are counted by code"
-[[ $(metric 'walserver_rpc_latency_seconds_count{method="Append",code="OK"}') -eq 2 ]] ||
+[[ $(metric 'walserver_rpc_latency_seconds_count{method="StreamedAppend",code="OK"}') -eq 2 ]] ||
   fail "latency histogram count"
 [[ $(metric walserver_namespaces) -eq 1 ]] || fail "namespaces gauge"
 expect_contains "$(curl -sf "http://$HTTP/metrics")" "^# TYPE walserver_rpc_latency_seconds histogram$"

@@ -75,12 +75,47 @@ class LoseAnswer : public grpc::experimental::Interceptor {
   LostAnswers* lost_;
 };
 
+// On an AppendStream: every lose_every-th message of answers is thrown away and the stream
+// cancelled, as when the connection drops after walserver wrote the appends.
+class LoseStreamAnswers : public grpc::experimental::Interceptor {
+ public:
+  LoseStreamAnswers(grpc::experimental::ClientRpcInfo* info, int lose_every,
+                    std::atomic<int>* messages, LostAnswers* lost)
+      : info_(info), lose_every_(lose_every), messages_(messages), lost_(lost) {}
+  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+    using grpc::experimental::InterceptionHookPoints;
+    if (methods->QueryInterceptionHookPoint(InterceptionHookPoints::POST_RECV_MESSAGE)) {
+      auto* response = static_cast<v1::AppendStreamResponse*>(methods->GetRecvMessage());
+      if (response != nullptr && ++*messages_ % lose_every_ == 0) {
+        bool any_ok = false;
+        for (const auto& result : response->results()) any_ok |= result.code() == 0;
+        if (any_ok) {
+          lost_->count += response->results_size();
+          response->clear_results();
+          info_->client_context()->TryCancel();
+        }
+      }
+    }
+    methods->Proceed();
+  }
+
+ private:
+  grpc::experimental::ClientRpcInfo* const info_;
+  const int lose_every_;
+  std::atomic<int>* messages_;
+  LostAnswers* lost_;
+};
+
 class LoseAnswers : public grpc::experimental::ClientInterceptorFactoryInterface {
  public:
   LoseAnswers(int lose_every, LostAnswers* lost) : lose_every_(lose_every), lost_(lost) {}
   grpc::experimental::Interceptor* CreateClientInterceptor(
       grpc::experimental::ClientRpcInfo* info) override {
-    if (std::string(info->method()) != "/wal.v1.WalService/Append") return nullptr;
+    const std::string method = info->method();
+    if (method == "/wal.v1.WalService/AppendStream") {
+      return new LoseStreamAnswers(info, lose_every_, &calls_, lost_);
+    }
+    if (method != "/wal.v1.WalService/Append") return nullptr;
     return new LoseAnswer(lose_every_, &calls_, lost_);
   }
 

@@ -41,7 +41,9 @@ struct LostAnswers {
 };
 // A client whose channel loses the answer of every `lose_every`-th successful Append after
 // walserver wrote it: the client sees UNAVAILABLE, as after a dropped connection, and retries
-// with the same sequences. `lost` must outlive the client.
+// with the same sequences. On the append stream (options.append_stream), every
+// `lose_every`-th message of answers is lost with the stream (cancelled), and the client
+// sends the appends again on a new one. `lost` must outlive the client.
 std::unique_ptr<Client> LosingClient(const std::string& address, int lose_every, LostAnswers* lost,
                                      ClientOptions options = {});
 

@@ -1,0 +1,279 @@
+#include "client/append_streamer.h"
+
+#include <algorithm>
+#include <iterator>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "client/retry.h"
+
+namespace wal {
+namespace {
+
+// Appends gathered into one message stay under this, unless one append alone is larger.
+constexpr size_t kMaxMessageBytes = 4 << 20;
+// How often the timer looks at deadlines and retries.
+constexpr auto kTick = std::chrono::milliseconds(20);
+// Waiting for this marks a retry that is not waiting.
+constexpr auto kNotWaiting = std::chrono::system_clock::time_point::min();
+
+absl::Status StatusOf(int code, const std::string& message) {
+  // gRPC and absl share their numbering.
+  return absl::Status(static_cast<absl::StatusCode>(code), message);
+}
+
+}  // namespace
+
+AppendStreamer::AppendStreamer(v1::WalService::Stub* stub, Options options, Unary unary)
+    : stub_(stub), options_(std::move(options)), unary_(std::move(unary)) {}
+
+AppendStreamer::~AppendStreamer() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    closing_ = true;
+    cv_.notify_all();
+  }
+  if (sender_.joinable()) sender_.join();
+  if (timer_.joinable()) timer_.join();
+}
+
+void AppendStreamer::Run(Completions completions) {
+  for (Completion& c : completions) c.done(std::move(c.result));
+}
+
+void AppendStreamer::Append(v1::AppendRequest request, Clock::time_point deadline, Done done) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (unary_only_) {
+    lock.unlock();
+    unary_(std::move(request), deadline, std::move(done));
+    return;
+  }
+  if (!started_) {
+    started_ = true;
+    sender_ = std::thread([this] { SenderLoop(); });
+    timer_ = std::thread([this] { TimerLoop(); });
+  }
+  const uint64_t id = next_id_++;
+  Pending& p = pending_[id];
+  p.request = std::move(request);
+  p.deadline = deadline;
+  p.done = std::move(done);
+  p.not_before = kNotWaiting;
+  to_send_.push_back(id);
+  cv_.notify_all();
+}
+
+bool AppendStreamer::RetryOrFail(Pending& p, const absl::Status& status, Completions* out) {
+  p.stream = 0;
+  // UNAVAILABLE: walserver or Kafka unreachable, or Kafka did not acknowledge in time.
+  // DEADLINE_EXCEEDED: this attempt ran out of time (the call may have some left).
+  const bool retryable = absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status);
+  if (retryable && options_.max_retries > 0) {
+    const auto sleep = RetryJitter(RetryBackoff(options_.retry_backoff, p.retry));
+    // Worth it only if an attempt still has a second or so after the wait.
+    if (Clock::now() + sleep + std::chrono::seconds(1) < p.deadline) {
+      ++p.retry;
+      p.not_before = Clock::now() + sleep;  // the timer queues it then
+      return true;
+    }
+  }
+  out->push_back(Completion{std::move(p.done), status});
+  return false;
+}
+
+void AppendStreamer::SenderLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    if (broken_) {
+      CloseStream(lock);
+      continue;
+    }
+    if (unary_only_) {
+      // Everything not on a stream goes as unary calls from now on.
+      std::vector<std::pair<uint64_t, Pending>> moved;
+      for (auto it = pending_.begin(); it != pending_.end();) {
+        moved.emplace_back(it->first, std::move(it->second));
+        it = pending_.erase(it);
+      }
+      to_send_.clear();
+      lock.unlock();
+      for (auto& [id, p] : moved) unary_(std::move(p.request), p.deadline, std::move(p.done));
+      lock.lock();
+      if (closing_) break;
+      cv_.wait(lock);
+      continue;
+    }
+    if (to_send_.empty()) {
+      if (closing_ && pending_.empty()) break;
+      cv_.wait(lock);
+      continue;
+    }
+    if (!stream_) {
+      ctx_ = std::make_unique<grpc::ClientContext>();
+      if (options_.prepare) options_.prepare(*ctx_);
+      const uint64_t number = ++stream_number_;
+      grpc::ClientContext* ctx = ctx_.get();
+      lock.unlock();
+      auto stream = stub_->AppendStream(ctx);
+      lock.lock();
+      stream_ = std::move(stream);
+      reader_ = std::thread([this, number, rw = stream_.get()] { ReaderLoop(number, rw); });
+    }
+    // Everything waiting goes in one message: what gathered while the last write was out.
+    v1::AppendStreamRequest message;
+    size_t bytes = 0;
+    const Clock::time_point now = Clock::now();
+    while (!to_send_.empty()) {
+      auto it = pending_.find(to_send_.front());
+      if (it == pending_.end()) {  // completed meanwhile (its deadline passed)
+        to_send_.pop_front();
+        continue;
+      }
+      Pending& p = it->second;
+      const size_t size = p.request.ByteSizeLong();
+      if (message.appends_size() > 0 && bytes + size > kMaxMessageBytes) break;
+      to_send_.pop_front();
+      bytes += size;
+      v1::StreamedAppend* append = message.add_appends();
+      append->set_request_id(it->first);
+      const auto left = std::min(p.deadline, now + options_.attempt_timeout) - now;
+      append->set_timeout_ms(static_cast<uint32_t>(std::max<int64_t>(
+          1, std::chrono::duration_cast<std::chrono::milliseconds>(left).count())));
+      // Lent to the message without a copy; it comes back after the write (below), before the
+      // append can be sent again (only this thread sends).
+      append->mutable_append()->Swap(&p.request);
+      p.stream = stream_number_;
+    }
+    writing_since_ = now;
+    lock.unlock();
+    const bool written = stream_->Write(message);
+    lock.lock();
+    writing_since_ = Clock::time_point::max();
+    for (v1::StreamedAppend& append : *message.mutable_appends()) {
+      auto it = pending_.find(append.request_id());
+      if (it != pending_.end()) it->second.request.Swap(append.mutable_append());
+    }
+    // A failed write means a broken stream: its reader sees the end, and sets broken_.
+    if (!written) cv_.wait(lock, [this] { return broken_; });
+  }
+  // Closing: every append completed. Say so, and wait for walserver's OK.
+  if (stream_) {
+    lock.unlock();
+    stream_->WritesDone();
+    lock.lock();
+    cv_.wait(lock, [this] { return broken_; });
+    CloseStream(lock);
+  }
+}
+
+void AppendStreamer::CloseStream(std::unique_lock<std::mutex>& lock) {
+  auto stream = std::move(stream_);
+  auto ctx = std::move(ctx_);
+  std::thread reader = std::move(reader_);
+  const uint64_t number = stream_number_;
+  lock.unlock();
+  const grpc::Status status = stream->Finish();
+  reader.join();
+  lock.lock();
+  broken_ = false;
+  if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
+    unary_only_ = true;  // an older walserver; the loop hands the appends to unary calls
+    for (auto& [id, p] : pending_) {
+      p.stream = 0;
+      p.not_before = kNotWaiting;
+    }
+    return;
+  }
+  // Appends on the stream were not answered: their outcome is unknown, so they go again (the
+  // sequences make that safe). A stream that ended cleanly, or that we cancelled because a write
+  // hung, counts as unavailable for them.
+  absl::Status lost = StatusOf(status.error_code(), status.error_message());
+  if (status.ok() || status.error_code() == grpc::StatusCode::CANCELLED) {
+    lost = absl::UnavailableError(absl::StrCat(
+        "the append stream ended before this append was answered (", status.error_message(), ")"));
+  }
+  Completions out;
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    if (it->second.stream != number) {
+      ++it;
+      continue;
+    }
+    it = RetryOrFail(it->second, lost, &out) ? std::next(it) : pending_.erase(it);
+  }
+  lock.unlock();
+  Run(std::move(out));
+  lock.lock();
+}
+
+void AppendStreamer::ReaderLoop(
+    uint64_t number,
+    grpc::ClientReaderWriter<v1::AppendStreamRequest, v1::AppendStreamResponse>* rw) {
+  v1::AppendStreamResponse response;
+  while (rw->Read(&response)) {
+    Completions out;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (v1::AppendResult& result : *response.mutable_results()) {
+        auto it = pending_.find(result.request_id());
+        // Gone at its deadline, or already sent again on a newer stream.
+        if (it == pending_.end() || it->second.stream != number) continue;
+        if (result.code() == 0) {
+          out.push_back(Completion{
+              std::move(it->second.done),
+              std::vector<uint64_t>(result.entry_ids().begin(), result.entry_ids().end())});
+          pending_.erase(it);
+          continue;
+        }
+        if (!RetryOrFail(it->second, StatusOf(result.code(), result.message()), &out)) {
+          pending_.erase(it);
+        }
+      }
+    }
+    Run(std::move(out));
+    response.Clear();
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  broken_ = true;
+  cv_.notify_all();
+}
+
+void AppendStreamer::TimerLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!closing_ || !pending_.empty()) {
+    const Clock::time_point now = Clock::now();
+    Completions out;
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      Pending& p = it->second;
+      if (now >= p.deadline) {
+        out.push_back(Completion{
+            std::move(p.done),
+            absl::DeadlineExceededError("walserver did not answer the append within its deadline; "
+                                        "it may still be written")});
+        it = pending_.erase(it);
+        continue;
+      }
+      if (p.not_before != kNotWaiting && now >= p.not_before) {
+        p.not_before = kNotWaiting;
+        to_send_.push_back(it->first);
+        cv_.notify_all();
+      }
+      ++it;
+    }
+    // A write that does not go out (walserver stopped reading) holds up every append behind
+    // it: cancel that stream, and its appends go again on a new one.
+    if (ctx_ && writing_since_ != Clock::time_point::max() &&
+        now - writing_since_ > options_.attempt_timeout) {
+      writing_since_ = Clock::time_point::max();
+      ctx_->TryCancel();
+    }
+    if (closing_) cv_.notify_all();  // the sender may be waiting for the last append
+    if (!out.empty()) {
+      lock.unlock();
+      Run(std::move(out));
+      lock.lock();
+    }
+    cv_.wait_for(lock, kTick);
+  }
+}
+
+}  // namespace wal

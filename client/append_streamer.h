@@ -1,0 +1,113 @@
+// walclient's half of AppendStream: the appends of every thread of a Client travel on one
+// long-lived stream, each tagged with a request id and answered on its own. Internal to walclient
+// (wal_client.h is the API).
+//
+// Threads. Three per Client, started by the first append:
+//   sender:  writes the appends waiting to go; those that arrive while a write is on the wire
+//            go together in the next message (as a producer's linger gathers records).
+//   reader:  reads answers and completes the appends (one per stream; replaced with it).
+//   timer:   fails appends at their deadline, wakes retries when their backoff is over, and
+//            cancels a stream whose write has not gone out within an attempt's timeout.
+// An append whose stream broke (UNAVAILABLE) or whose answer was UNAVAILABLE or
+// DEADLINE_EXCEEDED goes again on the next stream with the same writer id and sequences, so a
+// read returns it once; as with unary appends, within its deadline and max_retries.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "wal/v1/wal.grpc.pb.h"
+
+namespace wal {
+
+class AppendStreamer {
+ public:
+  using Clock = std::chrono::system_clock;
+  using Done = std::function<void(absl::StatusOr<std::vector<uint64_t>>)>;
+  // Sends an append as a unary call instead, for a walserver without AppendStream.
+  using Unary =
+      std::function<void(v1::AppendRequest request, Clock::time_point deadline, Done done)>;
+
+  struct Options {
+    int max_retries = 4;
+    std::chrono::milliseconds retry_backoff{100};
+    std::chrono::milliseconds attempt_timeout{10000};
+    // Adds the call's metadata (the bearer token) to the stream's context.
+    std::function<void(grpc::ClientContext&)> prepare;
+  };
+
+  AppendStreamer(v1::WalService::Stub* stub, Options options, Unary unary);
+  // Waits until every append started has completed (each within its deadline), then closes the
+  // stream.
+  ~AppendStreamer();
+
+  // `done` runs exactly once, on the reader or timer thread (or a gRPC thread after a fallback
+  // to unary calls), and must not block.
+  void Append(v1::AppendRequest request, Clock::time_point deadline, Done done);
+
+ private:
+  struct Pending {
+    v1::AppendRequest request;
+    Clock::time_point deadline;
+    Done done;
+    int retry = 0;
+    Clock::time_point not_before;  // a retry waits until then
+    uint64_t stream = 0;           // the stream it was written on; 0 while not on the wire
+  };
+  struct Completion {
+    Done done;
+    absl::StatusOr<std::vector<uint64_t>> result;
+  };
+  using Completions = std::vector<Completion>;
+
+  void SenderLoop();
+  void ReaderLoop(uint64_t stream,
+                  grpc::ClientReaderWriter<v1::AppendStreamRequest, v1::AppendStreamResponse>* rw);
+  void TimerLoop();
+  // Closes the broken stream: Finish, join its reader, and retry or fail what was on it.
+  void CloseStream(std::unique_lock<std::mutex>& lock) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // After an attempt failed with `status`: true when a retry is due (the timer queues it after
+  // its backoff); else false, and the append's completion is in `out` (the caller erases it).
+  bool RetryOrFail(Pending& p, const absl::Status& status, Completions* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static void Run(Completions completions);
+
+  v1::WalService::Stub* const stub_;
+  const Options options_;
+  const Unary unary_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<uint64_t, Pending> pending_ ABSL_GUARDED_BY(mu_);  // by request id
+  std::deque<uint64_t> to_send_ ABSL_GUARDED_BY(mu_);         // ready, in arrival order
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;
+  bool started_ ABSL_GUARDED_BY(mu_) = false;
+  bool unary_only_ ABSL_GUARDED_BY(mu_) = false;  // walserver has no AppendStream
+
+  // The current stream, owned by the sender; the reader and timer only look at its number, the
+  // broken flag and the write clock, and cancel its context.
+  std::unique_ptr<grpc::ClientContext> ctx_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<grpc::ClientReaderWriter<v1::AppendStreamRequest, v1::AppendStreamResponse>>
+      stream_;
+  uint64_t stream_number_ ABSL_GUARDED_BY(mu_) = 0;
+  bool broken_ ABSL_GUARDED_BY(mu_) = false;  // its reader saw the end
+  std::thread reader_;
+  Clock::time_point writing_since_ ABSL_GUARDED_BY(mu_) = Clock::time_point::max();
+
+  std::thread sender_;
+  std::thread timer_;
+};
+
+}  // namespace wal

@@ -1,0 +1,332 @@
+// The contract of AppendStream and ReadMany (proto/wal/v1/wal.proto), on the wire and through
+// walclient. Built with contract_test.cc: on the mock cluster and on real Kafka.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <future>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "tests/contract_fixture.h"
+#include "tests/support/test_util.h"
+
+namespace wal::testing {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+using RawStream = grpc::ClientReaderWriter<v1::AppendStreamRequest, v1::AppendStreamResponse>;
+
+v1::StreamedAppend* AddAppend(v1::AppendStreamRequest* message, uint64_t request_id,
+                              std::vector<std::pair<uint64_t, std::string>> entries,
+                              uint64_t epoch = 0) {
+  v1::StreamedAppend* append = message->add_appends();
+  append->set_request_id(request_id);
+  for (auto& [ns, data] : entries) {
+    v1::Entry* e = append->mutable_append()->add_entries();
+    e->set_namespace_id(ns);
+    e->set_data(std::move(data));
+    e->set_epoch(epoch);
+  }
+  return append;
+}
+
+// Reads answers until every id in `want` is answered; by request id.
+std::map<uint64_t, v1::AppendResult> Answers(RawStream* stream, size_t want) {
+  std::map<uint64_t, v1::AppendResult> answers;
+  v1::AppendStreamResponse response;
+  while (answers.size() < want && stream->Read(&response)) {
+    for (const auto& result : response.results()) {
+      EXPECT_TRUE(answers.emplace(result.request_id(), result).second)
+          << "request " << result.request_id() << " answered twice";
+    }
+  }
+  return answers;
+}
+
+// One message carrying good and bad appends: each is answered on its own, the bad ones write
+// nothing, and a fenced namespace fails only its own append.
+TEST_F(ContractTest, AppendStreamAnswersEachAppendOnItsOwn) {
+  Create(1);
+  Create(2);
+  auto owner = Connect(server_->address());
+  ASSERT_TRUE(owner->AcquireNamespace(2).ok());  // epoch 1: this stream's epoch 0 is fenced
+  const uint64_t end2 = client_->GetNamespace(2)->next_entry_id();
+
+  grpc::ClientContext ctx;
+  std::unique_ptr<RawStream> stream = client_->stub().AppendStream(&ctx);
+  v1::AppendStreamRequest message;
+  AddAppend(&message, 10, {{1, "first"}});
+  AddAppend(&message, 11, {{2, "fenced"}});
+  AddAppend(&message, 12, {});
+  AddAppend(&message, 13, {{424242, "unknown namespace"}});
+  AddAppend(&message, 14, {{1, std::string((1 << 20) + 1, 'x')}});  // over max_entry_bytes
+  AddAppend(&message, 15, {{0, "namespace zero"}});
+  AddAppend(&message, 16, {{1, "second"}, {1, "third"}});
+  ASSERT_TRUE(stream->Write(message));
+  // A second message on the same stream: the stream goes on after failures.
+  v1::AppendStreamRequest more;
+  AddAppend(&more, 17, {{1, "fourth"}});
+  ASSERT_TRUE(stream->Write(more));
+  std::map<uint64_t, v1::AppendResult> answers = Answers(stream.get(), 8);
+  ASSERT_EQ(answers.size(), 8u);
+  EXPECT_EQ(answers[10].code(), 0) << answers[10].message();
+  EXPECT_EQ(answers[10].entry_ids_size(), 1);
+  EXPECT_EQ(answers[11].code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(answers[11].message().find("fenced"), std::string::npos) << answers[11].message();
+  EXPECT_EQ(answers[12].code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(answers[13].code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(answers[14].code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(answers[14].message().find("max_entry_bytes"), std::string::npos);
+  EXPECT_EQ(answers[15].code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(answers[16].code(), 0) << answers[16].message();
+  ASSERT_EQ(answers[16].entry_ids_size(), 2);
+  EXPECT_LT(answers[16].entry_ids(0), answers[16].entry_ids(1));
+  EXPECT_EQ(answers[17].code(), 0) << answers[17].message();
+  for (const auto& [id, answer] : answers) {
+    if (answer.code() != 0) {
+      EXPECT_EQ(answer.entry_ids_size(), 0) << "request " << id;
+    }
+  }
+  stream->WritesDone();
+  EXPECT_TRUE(stream->Finish().ok());
+
+  std::vector<std::string> read = ReadData(1);
+  std::multiset<std::string> got(read.begin(), read.end());
+  EXPECT_EQ(got, (std::multiset<std::string>{"first", "second", "third", "fourth"}));
+  EXPECT_EQ(client_->GetNamespace(2)->next_entry_id(), end2) << "the fenced append wrote";
+}
+
+// Many threads appending single entries through one client share its stream: every append
+// is acknowledged, and each thread's entries are read back in its order, once.
+TEST_F(ContractTest, ThreadsShareTheAppendStreamAndKeepTheirOrder) {
+  constexpr int kThreads = 16;
+  constexpr int kPerThread = 50;
+  for (int t = 0; t < kThreads; ++t) Create(100 + t % 4);
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kPerThread; ++i) {
+        auto ids = client_->Append(100 + t % 4, {absl::StrCat("t", t, " ", i)});
+        if (!ids.ok() || ids->size() != 1) ++failures;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures, 0);
+  std::map<int, int> next;  // per thread, the next entry expected
+  size_t total = 0;
+  for (uint64_t ns = 100; ns < 104; ++ns) {
+    for (const std::string& data : ReadData(ns)) {
+      int t = 0, i = 0;
+      ASSERT_EQ(sscanf(data.c_str(), "t%d %d", &t, &i), 2) << data;
+      EXPECT_EQ(t % 4, static_cast<int>(ns - 100));
+      EXPECT_EQ(i, next[t]++) << "thread " << t << " out of order or twice";
+      ++total;
+    }
+  }
+  EXPECT_EQ(total, static_cast<size_t>(kThreads * kPerThread));
+}
+
+// A client that cancels its stream with appends in flight leaves the server serving (and,
+// under the sanitizers, leaks nothing); a stream that is never closed does not hold shutdown.
+TEST_F(ContractTest, CancelledAndOpenAppendStreamsEndCleanly) {
+  Create(1);
+  for (int round = 0; round < 5; ++round) {
+    grpc::ClientContext ctx;
+    std::unique_ptr<RawStream> stream = client_->stub().AppendStream(&ctx);
+    v1::AppendStreamRequest message;
+    for (int i = 0; i < 20; ++i) AddAppend(&message, i, {{1, absl::StrCat("r", round, " ", i)}});
+    ASSERT_TRUE(stream->Write(message));
+    ctx.TryCancel();
+    EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  }
+  ASSERT_FALSE(Append(1, {"after the cancelled streams"}).empty());
+
+  // Open with one append answered, never closed: shutdown ends it UNAVAILABLE, well within the
+  // 5 s grace that it would otherwise use up.
+  grpc::ClientContext ctx;
+  std::unique_ptr<RawStream> open = client_->stub().AppendStream(&ctx);
+  v1::AppendStreamRequest message;
+  AddAppend(&message, 1, {{1, "before shutdown"}});
+  ASSERT_TRUE(open->Write(message));
+  ASSERT_EQ(Answers(open.get(), 1).at(1).code(), 0);
+  const auto start = std::chrono::steady_clock::now();
+  std::thread shutdown([&] { server_->Shutdown(seconds(5)); });
+  v1::AppendStreamResponse response;
+  while (open->Read(&response)) {
+  }
+  const grpc::Status ended = open->Finish();
+  shutdown.join();
+  EXPECT_EQ(ended.error_code(), grpc::StatusCode::UNAVAILABLE) << ended.error_message();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, seconds(4));
+}
+
+// With nothing listening, a streamed append ends by its deadline with a retryable code.
+TEST_F(ContractTest, StreamedAppendsEndByTheirDeadlineWithoutAServer) {
+  ClientOptions options;
+  options.target = "127.0.0.1:1";  // nothing listens there
+  options.timeout = milliseconds(1500);
+  options.retry_backoff = milliseconds(50);
+  auto client = Client::Connect(options);
+  ASSERT_TRUE(client.ok());
+  const auto start = std::chrono::steady_clock::now();
+  auto ids = (*client)->Append(1, {"nowhere"});
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_TRUE(absl::IsUnavailable(ids.status()) || absl::IsDeadlineExceeded(ids.status()))
+      << ids.status();
+  EXPECT_LT(took, milliseconds(2500));
+  // The async form reports the same, once.
+  std::promise<absl::Status> done;
+  (*client)->AppendAsync(v1::AppendRequest(), [&](absl::StatusOr<std::vector<uint64_t>> r) {
+    done.set_value(r.status());
+  });
+  EXPECT_FALSE(done.get_future().get().ok());
+}
+
+// The stream and the unary call answer bad input alike: an entry over the limit is refused on
+// its own, and appends with the unary call (append_stream off) still work.
+TEST_F(ContractTest, UnaryAndStreamedAppendsAgree) {
+  Create(1);
+  ClientOptions options;
+  options.target = server_->address();
+  options.append_stream = false;
+  auto unary = Client::Connect(options);
+  ASSERT_TRUE(unary.ok());
+  auto big = std::string((1 << 20) + 1, 'x');
+  auto by_stream = client_->Append(1, {big});
+  auto by_call = (*unary)->Append(1, {big});
+  EXPECT_EQ(by_stream.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(by_stream.status(), by_call.status());
+  ASSERT_TRUE((*unary)->Append(1, {"unary"}).ok());
+  ASSERT_TRUE(client_->Append(1, {"streamed"}).ok());
+  EXPECT_EQ(ReadData(1), (std::vector<std::string>{"unary", "streamed"}));
+}
+
+struct ReadManyResult {
+  std::map<uint64_t, std::vector<std::string>> data;
+  std::map<uint64_t, v1::ReadEnd> ends;
+  absl::Status status;
+};
+
+ReadManyResult ReadMany(Client& client, const ReadManyOptions& options) {
+  ReadManyResult result;
+  result.status = client.ReadMany(
+      options,
+      [&](v1::Entry& e) {
+        EXPECT_EQ(result.ends.count(e.namespace_id()), 0u) << "an entry after its namespace ended";
+        result.data[e.namespace_id()].push_back(e.data());
+        return true;
+      },
+      [&](const v1::ReadEnd& end) {
+        EXPECT_TRUE(result.ends.emplace(end.namespace_id(), end).second) << "ended twice";
+        return true;
+      });
+  return result;
+}
+
+TEST_F(ContractTest, ReadManyReplaysEachNamespaceInOrderWithAnEndEach) {
+  // Several namespaces sharing slots, appended interleaved.
+  std::map<uint64_t, std::vector<std::string>> want;
+  for (uint64_t ns = 1; ns <= 12; ++ns) Create(ns);
+  for (int i = 0; i < 30; ++i) {
+    v1::AppendRequest request;
+    for (uint64_t ns = 1; ns <= 12; ++ns) {
+      auto* e = request.add_entries();
+      e->set_namespace_id(ns);
+      e->set_data(
+          absl::StrCat("ns ", ns, " entry ", i,
+                       ns == 3 && i % 7 == 0 ? std::string(150 * 1024, 's') : std::string()));
+      want[ns].push_back(e->data());
+    }
+    ASSERT_TRUE(client_->Append(std::move(request)).ok());
+  }
+  ReadManyOptions options;
+  for (uint64_t ns = 1; ns <= 12; ++ns) options.namespaces.push_back({ns, 0, 0});
+  options.namespaces.push_back({777, 0, 0});  // unknown: ends NOT_FOUND, the others go on
+  ReadManyResult got = ReadMany(*client_, options);
+  ASSERT_TRUE(got.status.ok()) << got.status;
+  EXPECT_EQ(got.data, want);
+  ASSERT_EQ(got.ends.size(), 13u);
+  for (uint64_t ns = 1; ns <= 12; ++ns) {
+    EXPECT_EQ(got.ends[ns].code(), 0) << ns << ": " << got.ends[ns].message();
+    EXPECT_FALSE(got.ends[ns].caught_up());
+  }
+  EXPECT_EQ(got.ends[777].code(), grpc::StatusCode::NOT_FOUND);
+
+  // Start ids and limits are per namespace; a start past the end fails only its namespace.
+  const uint64_t second_of_5 = client_->ReadAll(5, 0, 2)->at(1).entry_id();
+  options.namespaces = {{5, second_of_5, 3}, {6, 0, 1}, {7, UINT64_MAX, 0}};
+  got = ReadMany(*client_, options);
+  ASSERT_TRUE(got.status.ok()) << got.status;
+  EXPECT_EQ(got.data[5], std::vector<std::string>(want[5].begin() + 1, want[5].begin() + 4));
+  EXPECT_EQ(got.data[6], std::vector<std::string>{want[6][0]});
+  EXPECT_EQ(got.ends[7].code(), grpc::StatusCode::OUT_OF_RANGE);
+  EXPECT_EQ(got.ends[5].code(), 0);
+}
+
+TEST_F(ContractTest, ReadManyFollowsAfterEachBacklog) {
+  Create(1);
+  Create(2);
+  ASSERT_FALSE(Append(1, {"old 1"}).empty());
+  ReadManyOptions options;
+  options.namespaces = {{1, 0, 0}, {2, 0, 0}};
+  options.follow = true;
+  options.timeout = seconds(30);
+  std::vector<std::string> seen;
+  std::set<uint64_t> caught_up;
+  std::thread writer;
+  absl::Status status = client_->ReadMany(
+      options,
+      [&](v1::Entry& e) {
+        seen.push_back(e.data());
+        return seen.size() < 3;
+      },
+      [&](const v1::ReadEnd& end) {
+        EXPECT_EQ(end.code(), 0) << end.message();
+        EXPECT_TRUE(end.caught_up());
+        caught_up.insert(end.namespace_id());
+        if (caught_up.size() == 2) {  // both backlogs replayed: now new entries
+          writer = std::thread([&] {
+            Append(2, {"new 2"});
+            Append(1, {"new 1"});
+          });
+        }
+        return true;
+      });
+  if (writer.joinable()) writer.join();
+  EXPECT_TRUE(status.ok()) << status;
+  EXPECT_EQ(caught_up, (std::set<uint64_t>{1, 2}));
+  // Namespaces interleave in any order; each one's entries come in order.
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_EQ(seen[0], "old 1");
+  EXPECT_EQ(std::set<std::string>(seen.begin() + 1, seen.end()),
+            (std::set<std::string>{"new 1", "new 2"}));
+}
+
+TEST_F(ContractTest, ReadManyRefusesBadInput) {
+  Create(1);
+  const auto status_of = [&](std::vector<ReadManyOptions::Start> namespaces) {
+    ReadManyOptions options;
+    options.namespaces = std::move(namespaces);
+    return ReadMany(*client_, options).status;
+  };
+  absl::Status zero = status_of({{1, 0, 0}, {0, 0, 0}});
+  EXPECT_EQ(zero.code(), absl::StatusCode::kInvalidArgument) << zero;
+  EXPECT_NE(zero.message().find("reads[1].namespace_id"), std::string::npos) << zero;
+  absl::Status twice = status_of({{1, 0, 0}, {1, 5, 0}});
+  EXPECT_EQ(twice.code(), absl::StatusCode::kInvalidArgument) << twice;
+  EXPECT_NE(twice.message().find("twice"), std::string::npos) << twice;
+  std::vector<ReadManyOptions::Start> too_many;
+  for (uint64_t ns = 1; ns <= 10001; ++ns) too_many.push_back({ns, 0, 0});
+  EXPECT_EQ(status_of(too_many).code(), absl::StatusCode::kInvalidArgument);
+  // None: nothing to do, OK at once.
+  EXPECT_TRUE(status_of({}).ok());
+}
+
+}  // namespace
+}  // namespace wal::testing
