@@ -7,12 +7,15 @@
 // resident memory, and the service/direct ratio. Output: a table on stdout, rows in --csv.
 //
 // Modes:
-//   throughput  closed loop, batches of --batch entries of --entry_bytes per Append
-//   single      closed loop, one entry per Append, against an empty RPC (health Check) and
-//               against one record produced straight to Kafka by as many callers
+//   throughput  closed loop, batches of --batch entries of --entry_bytes per Append; on the
+//               append stream (walclient's default) and as unary calls, for reference
+//   single      closed loop, one entry per Append (streamed, and unary for reference), against
+//               an empty RPC (health Check) and against one record produced straight to Kafka
+//               by as many callers
 //   latency     open loop at fixed rates (fractions of the measured maximum)
-//   replay      read one namespace back; read all namespaces of one slot at once; read the same
-//               bytes written as one namespace, through one stream
+//   replay      read one namespace back; read all namespaces of one slot at once, as separate
+//               Reads and as one ReadMany; read the same bytes written as one namespace, through
+//               one stream
 //   sweep       10 .. --max_namespaces namespaces: memory and CPU when idle, throughput; then
 //               the same load over 10 and over all of them, alternating
 //   startup     restart walserver with all those namespaces in the meta topic
@@ -230,9 +233,12 @@ class Walserver {
   std::string address_;
 };
 
-std::unique_ptr<wal::Client> Connect(const std::string& address) {
+// A client on walserver; `stream` false sends each append as its own unary call (the old path,
+// kept as a reference row).
+std::unique_ptr<wal::Client> Connect(const std::string& address, bool stream = true) {
   wal::ClientOptions options;
   options.target = address;
+  options.append_stream = stream;
   options.timeout = std::chrono::seconds(60);
   return std::move(*wal::Client::Connect(options));
 }
@@ -327,7 +333,8 @@ Row ClosedLoop(const std::string& mode, const std::string& system, int threads, 
 
 struct Bench {
   Walserver server{absl::StrCat("bench", getpid())};
-  std::unique_ptr<wal::Client> client;
+  std::unique_ptr<wal::Client> client;  // appends on the append stream (walclient's default)
+  std::unique_ptr<wal::Client> unary;   // one unary Append call per append
   DirectProducer direct;
   std::string payload = Payload(absl::GetFlag(FLAGS_entry_bytes));
   int threads = absl::GetFlag(FLAGS_threads);
@@ -339,6 +346,7 @@ struct Bench {
   void Setup() {
     server.Start();
     client = Connect(server.address());
+    unary = Connect(server.address(), /*stream=*/false);
     for (int t = 0; t < threads; ++t) {
       auto created = client->CreateNamespace(t + 1);
       Must(created.status(), "create");
@@ -346,7 +354,7 @@ struct Bench {
     }
   }
 
-  Row ServiceBatches(int batch) {
+  Row ServiceBatches(int batch, wal::Client& c, const std::string& system) {
     std::vector<wal::v1::AppendRequest> requests(threads);
     for (int t = 0; t < threads; ++t) {
       for (int i = 0; i < batch; ++i) {
@@ -355,8 +363,8 @@ struct Bench {
         e->set_data(payload);
       }
     }
-    return ClosedLoop("throughput", "service", threads, server.pid(), payload.size(), [&](int t) {
-      auto ids = client->Append(requests[t]);
+    return ClosedLoop("throughput", system, threads, server.pid(), payload.size(), [&](int t) {
+      auto ids = c.Append(requests[t]);
       return ids.ok() ? static_cast<uint64_t>(batch) : 0;
     });
   }
@@ -382,18 +390,26 @@ struct Bench {
 
   void Throughput() {
     const int batch = absl::GetFlag(FLAGS_batch);
-    std::vector<Row> service, direct_rows;
+    std::vector<Row> service, unary_rows, direct_rows;
     for (int run = 0; run < runs; ++run) {
-      service.push_back(ServiceBatches(batch));
+      service.push_back(ServiceBatches(batch, *client, "service"));
+      unary_rows.push_back(ServiceBatches(batch, *unary, "service unary"));
       direct_rows.push_back(DirectBatches(batch));
     }
-    Row s = Median(service), d = Median(direct_rows);
-    s.parameter = d.parameter = absl::StrCat(batch, "x", payload.size(), "B");
+    Row s = Median(service), u = Median(unary_rows), d = Median(direct_rows);
+    s.parameter = u.parameter = d.parameter = absl::StrCat(batch, "x", payload.size(), "B");
     Emit(s);
+    Emit(u);
     Emit(d);
     Row ratio{"throughput", "ratio service/direct", s.parameter};
     ratio.value = s.entries_per_s / d.entries_per_s;
     Emit(ratio);
+    Row unary_ratio{"throughput", "ratio unary/direct", s.parameter};
+    unary_ratio.value = u.entries_per_s / d.entries_per_s;
+    Emit(unary_ratio);
+    Row cpu{"throughput", "ratio cpu/GB svc/direct", s.parameter};
+    cpu.value = s.cpu_s_per_gb / d.cpu_s_per_gb;
+    Emit(cpu);
   }
 
   void Single() {
@@ -411,11 +427,14 @@ struct Bench {
     std::vector<std::unique_ptr<BatchWait>> waits;
     for (int t = 0; t < callers; ++t) waits.push_back(std::make_unique<BatchWait>());
     const std::string record = wal::EncodeEntry(payload, 1, 1000000).front();
-    std::vector<Row> appends, empties, directs;
+    std::vector<Row> appends, unaries, empties, directs;
     for (int run = 0; run < runs; ++run) {
       appends.push_back(
           ClosedLoop("single", "service Append", callers, server.pid(), payload.size(),
                      [&](int t) { return client->Append(requests[t]).ok() ? 1u : 0u; }));
+      unaries.push_back(
+          ClosedLoop("single", "service unary Append", callers, server.pid(), payload.size(),
+                     [&](int t) { return unary->Append(requests[t]).ok() ? 1u : 0u; }));
       empties.push_back(
           ClosedLoop("single", "empty RPC (Check)", callers, server.pid(), 0, [&](int) {
             grpc::ClientContext ctx;
@@ -436,9 +455,10 @@ struct Bench {
             return waits[t]->Wait() == 0 ? 1u : 0u;
           }));
     }
-    Row a = Median(appends), e = Median(empties), d = Median(directs);
-    a.parameter = e.parameter = d.parameter = absl::StrCat("1x", payload.size(), "B");
+    Row a = Median(appends), u = Median(unaries), e = Median(empties), d = Median(directs);
+    a.parameter = u.parameter = e.parameter = d.parameter = absl::StrCat("1x", payload.size(), "B");
     Emit(a);
+    Emit(u);
     Emit(e);
     Emit(d);
     Row ratio{"single", "ratio Append/empty", a.parameter};
@@ -450,6 +470,12 @@ struct Bench {
     Row vs_direct{"single", "ratio Append/direct", a.parameter};
     vs_direct.value = a.entries_per_s / d.entries_per_s;
     Emit(vs_direct);
+    Row unary_vs_direct{"single", "ratio unary/direct", a.parameter};
+    unary_vs_direct.value = u.entries_per_s / d.entries_per_s;
+    Emit(unary_vs_direct);
+    Row cpu{"single", "ratio cpu/GB svc/direct", a.parameter};
+    cpu.value = a.cpu_s_per_gb / d.cpu_s_per_gb;
+    Emit(cpu);
     max_single_rate = a.entries_per_s;
   }
 
@@ -587,7 +613,7 @@ struct Bench {
     const int64_t end = c->GetNamespace(1)->next_entry_id();
     const double mb = written / 1e6;
 
-    std::vector<double> one, all, raw;
+    std::vector<double> one, all, raw, many;
     for (int run = 0; run < runs; ++run) {
       auto t0 = Clock::now();
       uint64_t n = 0;
@@ -608,6 +634,21 @@ struct Bench {
       }
       for (auto& t : readers) t.join();
       all.push_back(duration<double>(Clock::now() - t0).count());
+      // The same namespaces on one ReadMany stream, as a datanode opens its regions.
+      t0 = Clock::now();
+      wal::ReadManyOptions read_many;
+      for (int r = 1; r <= count; ++r) read_many.namespaces.push_back({uint64_t(r), 0, 0});
+      int ended = 0;
+      Must(c->ReadMany(
+               read_many, [](wal::v1::Entry&) { return true; },
+               [&](const wal::v1::ReadEnd& end) {
+                 if (end.code() != 0) Must(absl::InternalError(end.message()), "ReadMany");
+                 ++ended;
+                 return true;
+               }),
+           "ReadMany");
+      if (ended != count) Must(absl::InternalError("not every namespace ended"), "ReadMany");
+      many.push_back(duration<double>(Clock::now() - t0).count());
     }
     // What delivering the slot's bytes costs without any sharing: the same bytes written to the
     // only namespace of a slot of their own, read back by one stream. Replaying all namespaces
@@ -665,6 +706,13 @@ struct Bench {
     Row qw{"replay", "ratio all/one stream", r1.parameter};
     qw.value = ra.value / rw.value;
     Emit(qw);
+    Row rm{"replay", "service ReadMany", r1.parameter};
+    rm.value = median(many);
+    rm.mb_per_s = mb / rm.value;
+    Emit(rm);
+    Row qm{"replay", "ratio ReadMany/raw time", r1.parameter};
+    qm.value = rm.value / r0.value;
+    Emit(qm);
   }
 
   // Closed-loop batches, each for one namespace, as a datanode appends one region's batch per

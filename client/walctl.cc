@@ -3,9 +3,12 @@
 
 #include <chrono>
 #include <cstdio>
+#include <deque>
 #include <fstream>
+#include <future>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -57,9 +60,13 @@ namespace is not an error: it prints the same assignment and says "already exist
 
 Appends entries and prints their entry ids, one per line, once Kafka acknowledged them.
   DATA...        each argument is one entry
-  (no DATA)      each line of standard input is one entry (sent in batches of --batch lines)
+  (no DATA)      each line of standard input is one entry, sent in batches of --batch lines
+                 on one stream with --window batches in flight; ids print in input order
   --file=PATH    the whole file is one entry
   --batch=N      lines per request when reading standard input (default 1000)
+  --window=N     batches in flight when reading standard input (default 8). A batch retried
+                 after a failure may land after batches sent behind it; --window=1 keeps the
+                 log in input order even then
   --epoch=E      the writer epoch from "walctl acquire" (default 0: no epoch); an older epoch
                  than the namespace's is refused (exit 4)
 Failed attempts are retried with the same sequence numbers (reads show each entry once); when
@@ -226,19 +233,44 @@ int Append(const Cli& cli, wal::Client& client, uint64_t ns) {
   if (auto e = cli.flags.find("epoch"); e != cli.flags.end()) {
     if (!absl::SimpleAtoi(e->second, &epoch)) return Usage("--epoch needs a number");
   }
-  auto send = [&](const std::vector<std::string>& entries) -> int {
+  uint64_t window = 8;
+  if (auto w = cli.flags.find("window"); w != cli.flags.end()) {
+    if (!absl::SimpleAtoi(w->second, &window) || window == 0) return Usage("--window needs N > 0");
+  }
+  using Ids = absl::StatusOr<std::vector<uint64_t>>;
+  struct InFlight {
+    std::future<Ids> ids;
+    uint64_t entries = 0;
+    uint64_t bytes = 0;
+  };
+  std::deque<InFlight> in_flight;  // in input order
+  auto start = [&](const std::vector<std::string>& entries) {
     wal::v1::AppendRequest request;
+    InFlight call;
     for (const std::string& data : entries) {
       wal::v1::Entry* e = request.add_entries();
       e->set_namespace_id(ns);
       e->set_data(data);
       e->set_epoch(epoch);
+      call.bytes += data.size();
     }
-    auto ids = client.Append(std::move(request));
-    if (!ids.ok()) return Report(ids.status());
-    uint64_t bytes = 0;
-    for (const auto& e : entries) bytes += e.size();
-    progress.Add(entries.size(), bytes);
+    call.entries = entries.size();
+    auto answered = std::make_shared<std::promise<Ids>>();
+    call.ids = answered->get_future();
+    client.AppendAsync(std::move(request), [answered](Ids ids) { answered->set_value(ids); });
+    in_flight.push_back(std::move(call));
+  };
+  // Waits for the oldest batch and prints its ids.
+  auto finish_oldest = [&]() -> int {
+    InFlight call = std::move(in_flight.front());
+    in_flight.pop_front();
+    Ids ids = call.ids.get();
+    if (!ids.ok()) {
+      // The batches behind it are abandoned: wait for them, so that none outlives the client.
+      for (InFlight& later : in_flight) later.ids.wait();
+      return Report(ids.status());
+    }
+    progress.Add(call.entries, call.bytes);
     for (uint64_t id : *ids) {
       if (cli.json) {
         std::cout << "{\"entryId\":\"" << id << "\"}\n";
@@ -248,7 +280,23 @@ int Append(const Cli& cli, wal::Client& client, uint64_t ns) {
     }
     return 0;
   };
-  if (!requests.empty()) return send(requests.front());
+  auto send = [&](const std::vector<std::string>& entries) -> int {
+    start(entries);
+    while (in_flight.size() >= window) {
+      if (int rc = finish_oldest(); rc != 0) return rc;
+    }
+    return 0;
+  };
+  auto drain = [&]() -> int {
+    while (!in_flight.empty()) {
+      if (int rc = finish_oldest(); rc != 0) return rc;
+    }
+    return 0;
+  };
+  if (!requests.empty()) {
+    window = 1;
+    return send(requests.front());
+  }
   std::vector<std::string> lines;
   bool any = false;
   for (std::string line; std::getline(std::cin, line);) {
@@ -259,7 +307,11 @@ int Append(const Cli& cli, wal::Client& client, uint64_t ns) {
       any = true;
     }
   }
-  if (!lines.empty()) return send(lines);
+  if (!lines.empty()) {
+    if (int rc = send(lines); rc != 0) return rc;
+    any = true;
+  }
+  if (int rc = drain(); rc != 0) return rc;
   return any ? 0 : Usage("append: nothing to append (no DATA and empty standard input)");
 }
 
@@ -377,7 +429,7 @@ int RunCommand(const Cli& cli, wal::Client& client) {
     return true;
   };
   if (cli.command == "append") {
-    if (!allowed({"file", "batch", "epoch"})) return Usage("append: unknown option");
+    if (!allowed({"file", "batch", "window", "epoch"})) return Usage("append: unknown option");
     return Append(cli, client, ns);
   }
   if (cli.command == "read") {

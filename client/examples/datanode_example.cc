@@ -1,18 +1,20 @@
-// A datanode's cycle with walclient, for one region:
-//   open:   create the region's namespace (idempotent), acquire it (fencing any datanode that
-//           held the region before) and replay it into the memtable;
+// A datanode's cycle with walclient, for the regions it serves:
+//   open:   create each region's namespace (idempotent), acquire it (fencing any datanode that
+//           held the region before), then replay every region into its memtable on one
+//           ReadMany stream, as a datanode does at start-up;
 //   write:  append each mutation before applying it (synchronously, or asynchronously);
-//   flush:  after the memtable is persisted elsewhere, truncate the log up to the first entry
-//           that was not flushed;
+//   flush:  after a memtable is persisted elsewhere, truncate the region's log up to the first
+//           entry that was not flushed;
 //   reopen: replay again, which now yields only what was not flushed.
 //
-// Usage: datanode_example [walserver address] [region id]
+// Usage: datanode_example [walserver address] [region id...]   (default: region 1)
 // Exits non-zero if the log does not behave as the example expects.
 #include <condition_variable>
 #include <iostream>
 #include <map>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "client/wal_client.h"
 
@@ -28,45 +30,36 @@ int Fail(const std::string& what, const absl::Status& status) {
   return 1;
 }
 
-// Replays the whole log of the region into its memtable.
-absl::Status Replay(wal::Client& client, Region& region) {
-  region.memtable.clear();
-  wal::ReadOptions read;
-  read.namespace_id = region.id;
-  std::unique_ptr<wal::ReadStream> stream = client.OpenRead(read);
-  wal::v1::Entry entry;
-  while (stream->Next(&entry)) region.memtable[entry.entry_id()] = entry.data();
-  return stream->status();
+// Replays the whole log of every region into its memtable, on one stream.
+absl::Status ReplayAll(wal::Client& client, std::map<uint64_t, Region>& regions) {
+  wal::ReadManyOptions read;
+  for (auto& [id, region] : regions) {
+    region.memtable.clear();
+    read.namespaces.push_back({id, /*start_entry_id=*/0, /*limit=*/0});
+  }
+  absl::Status failed;
+  absl::Status status = client.ReadMany(
+      read,
+      [&](wal::v1::Entry& entry) {
+        regions[entry.namespace_id()].memtable[entry.entry_id()] = entry.data();
+        return true;
+      },
+      [&](const wal::v1::ReadEnd& end) {
+        // A region that cannot be replayed cannot open; the others could, but this example
+        // stops at the first.
+        if (end.code() == 0) return true;
+        failed =
+            absl::Status(static_cast<absl::StatusCode>(end.code()),
+                         "region " + std::to_string(end.namespace_id()) + ": " + end.message());
+        return false;
+      });
+  return failed.ok() ? status : failed;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  wal::ClientOptions options;
-  options.target = argc > 1 ? argv[1] : "127.0.0.1:50051";
-  options.timeout = std::chrono::seconds(10);
-  Region region;
-  region.id = argc > 2 ? std::stoull(argv[2]) : 1;
-  auto connected = wal::Client::Connect(options);
-  if (!connected.ok()) return Fail("connect", connected.status());
-  wal::Client& client = **connected;
-
-  // Open: the namespace may exist from an earlier life of this region.
-  auto created = client.CreateNamespace(region.id);
-  if (!created.ok()) return Fail("create", created.status());
-  // Acquire before replaying: from here on an earlier holder of the region can add nothing the
-  // replay would miss. The client sends the epoch with every append to the region.
-  auto acquired = client.AcquireNamespace(region.id);
-  if (!acquired.ok()) return Fail("acquire", acquired.status());
-  if (absl::Status s = Replay(client, region); !s.ok()) return Fail("replay", s);
-  const size_t replayed_at_open = region.memtable.size();
-  std::cout << "opened region " << region.id << " (" << (created->created ? "new" : "existing")
-            << ", writer epoch " << acquired->epoch << "), replayed " << replayed_at_open
-            << " entries\n";
-
-  // Write: one synchronous append of a batch, then asynchronous single appends.
+// Appends one batch synchronously and three single entries asynchronously to `region`.
+absl::Status Write(wal::Client& client, Region& region) {
   auto ids = client.Append(region.id, {"put a=1", "put b=2", "put c=3"});
-  if (!ids.ok()) return Fail("append", ids.status());
+  if (!ids.ok()) return ids.status();
   for (size_t i = 0; i < ids->size(); ++i) region.memtable[(*ids)[i]] = "batch";
   std::mutex mu;
   std::condition_variable cv;
@@ -87,26 +80,63 @@ int main(int argc, char** argv) {
       if (--pending == 0) cv.notify_one();
     });
   }
-  {
-    std::unique_lock<std::mutex> lock(mu);
-    cv.wait(lock, [&] { return pending == 0; });
+  std::unique_lock<std::mutex> lock(mu);
+  cv.wait(lock, [&] { return pending == 0; });
+  return async_error;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  wal::ClientOptions options;
+  options.target = argc > 1 ? argv[1] : "127.0.0.1:50051";
+  options.timeout = std::chrono::seconds(10);
+  std::map<uint64_t, Region> regions;
+  for (int i = 2; i < argc; ++i) regions[std::stoull(argv[i])].id = std::stoull(argv[i]);
+  if (regions.empty()) regions[1].id = 1;
+  auto connected = wal::Client::Connect(options);
+  if (!connected.ok()) return Fail("connect", connected.status());
+  wal::Client& client = **connected;
+
+  // Open: a namespace may exist from an earlier life of its region. Acquire before replaying:
+  // from here on an earlier holder of the region can add nothing the replay would miss. The
+  // client sends the epoch with every append to the region.
+  std::map<uint64_t, std::string> opened;
+  for (auto& [id, region] : regions) {
+    auto created = client.CreateNamespace(id);
+    if (!created.ok()) return Fail("create", created.status());
+    auto acquired = client.AcquireNamespace(id);
+    if (!acquired.ok()) return Fail("acquire", acquired.status());
+    opened[id] = std::string(created->created ? "new" : "existing") + ", writer epoch " +
+                 std::to_string(acquired->epoch);
   }
-  if (!async_error.ok()) return Fail("async append", async_error);
-
-  // Flush: pretend everything but the newest entry reached durable storage, and truncate the
-  // log before that entry.
-  const uint64_t keep_from = region.memtable.rbegin()->first;
-  auto truncated = client.Truncate(region.id, keep_from);
-  if (!truncated.ok()) return Fail("truncate", truncated.status());
-  std::cout << "flushed; log now starts at entry " << truncated->first_entry_id() << "\n";
-
-  // Reopen: only the unflushed entry comes back.
-  if (absl::Status s = Replay(client, region); !s.ok()) return Fail("replay", s);
-  if (region.memtable.size() != 1 || region.memtable.begin()->first != keep_from) {
-    std::cerr << "datanode_example: expected to replay exactly entry " << keep_from << ", got "
+  if (absl::Status s = ReplayAll(client, regions); !s.ok()) return Fail("replay", s);
+  for (auto& [id, region] : regions) {
+    std::cout << "opened region " << id << " (" << opened[id] << "), replayed "
               << region.memtable.size() << " entries\n";
-    return 1;
   }
-  std::cout << "reopened region " << region.id << ", replayed 1 entry (id " << keep_from << ")\n";
+
+  // Write, then flush: pretend everything but each region's newest entry reached durable
+  // storage, and truncate the log before that entry.
+  std::map<uint64_t, uint64_t> keep_from;
+  for (auto& [id, region] : regions) {
+    if (absl::Status s = Write(client, region); !s.ok()) return Fail("append", s);
+    keep_from[id] = region.memtable.rbegin()->first;
+    auto truncated = client.Truncate(id, keep_from[id]);
+    if (!truncated.ok()) return Fail("truncate", truncated.status());
+    std::cout << "flushed region " << id << "; its log now starts at entry "
+              << truncated->first_entry_id() << "\n";
+  }
+
+  // Reopen: only the unflushed entries come back.
+  if (absl::Status s = ReplayAll(client, regions); !s.ok()) return Fail("replay", s);
+  for (auto& [id, region] : regions) {
+    if (region.memtable.size() != 1 || region.memtable.begin()->first != keep_from[id]) {
+      std::cerr << "datanode_example: expected region " << id << " to replay exactly entry "
+                << keep_from[id] << ", got " << region.memtable.size() << " entries\n";
+      return 1;
+    }
+    std::cout << "reopened region " << id << ", replayed 1 entry (id " << keep_from[id] << ")\n";
+  }
   return 0;
 }

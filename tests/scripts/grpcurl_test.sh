@@ -33,6 +33,29 @@ expect_contains "$(G -d '{}' "$ADDR" wal.v1.WalService/ListNamespaces)" '"namesp
 expect_contains "$(G -d '{"namespace_id": 7}' "$ADDR" wal.v1.WalService/AcquireNamespace)" '"epoch": "1"'
 err=$(G -d '{"entries": [{"namespace_id": 7, "data": "eA=="}]}' "$ADDR" wal.v1.WalService/Append 2>&1 || true)
 expect_contains "$err" "Code: FailedPrecondition" "an append without the epoch after AcquireNamespace"
+# The streams: several appends on one AppendStream (grpcurl sends one message per JSON object),
+# each answered with its request_id; the fenced one fails alone. Then ReadMany of two namespaces.
+G -d '{"namespace_id": 9}' "$ADDR" wal.v1.WalService/CreateNamespace >/dev/null
+out=$(G -d '{"appends": [{"request_id": 1, "append": {"entries": [{"namespace_id": 9, "data": "b25l"}]}}]}
+{"appends": [{"request_id": 2, "append": {"entries": [{"namespace_id": 7, "data": "eA=="}]}},
+             {"request_id": 3, "append": {"entries": [{"namespace_id": 9, "data": "dHdv"}]}}]}' \
+  "$ADDR" wal.v1.WalService/AppendStream)
+python3 -c '
+import json, sys
+results = {}
+for message in json.loads("[" + sys.stdin.read().replace("}\n{", "},{") + "]"):
+    for r in message["results"]:
+        results[r["request_id"]] = r
+assert set(results) == {"1", "2", "3"}, results
+assert "code" not in results["1"] and len(results["1"]["entry_ids"]) == 1, results
+assert results["2"]["code"] == 9 and "fenced" in results["2"]["message"], results  # FAILED_PRECONDITION
+assert "code" not in results["3"], results
+' <<<"$out" || fail "AppendStream answers: $out"
+out=$(G -d '{"reads": [{"namespace_id": 7}, {"namespace_id": 9}]}' "$ADDR" wal.v1.WalService/ReadMany)
+expect_contains "$out" '"data": "d29ybGQ="' "ReadMany"
+expect_contains "$out" '"data": "b25l"' "ReadMany"
+expect_contains "$out" '"data": "dHdv"' "ReadMany"
+[[ $(grep -c '"ends"' <<<"$out") -eq 2 ]] || fail "ReadMany must end each namespace once: $out"
 err=$(G -d '{"namespace_id": 8}' "$ADDR" wal.v1.WalService/GetNamespace 2>&1 || true)
 expect_contains "$err" "Code: NotFound" "errors keep their gRPC code"
 echo "grpcurl_test: all checks passed"

@@ -30,6 +30,16 @@ second=$(tail -n 1 <<<"$ids")
 expect_contains "$(W read 10 --limit=1)" "^$first	first$"
 expect_contains "$(W read 10 --start="$second" --limit=1)" "^$second	second$"
 
+# A large append from standard input streams: 200 batches, 8 in flight; the ids print in input
+# order, and the log holds the lines in input order, each once.
+W create 11 >/dev/null
+seq 1 20000 | W append 11 --batch=100 >"$work/ids"
+[[ $(wc -l <"$work/ids") -eq 20000 ]] || fail "streamed append printed $(wc -l <"$work/ids") ids"
+sort -n -c "$work/ids" || fail "streamed append ids are not in input order"
+[[ "$(W read 11 --data-only)" == "$(seq 1 20000)" ]] || fail "streamed append: the log differs"
+[[ "$(W read 11 | cut -f1)" == "$(cat "$work/ids")" ]] || fail "streamed append: ids differ"
+W append 11 --window=0 </dev/null 2>/dev/null && fail "--window=0 accepted"
+
 # JSON output is one object per line.
 W --json read 10 | python3 -c '
 import base64, json, sys
