@@ -527,16 +527,21 @@ struct Bench {
     const std::vector<std::string> loads = absl::StrSplit(absl::GetFlag(FLAGS_latency_loads), ',');
     for (const std::string& load : loads) {
       const double rate = std::stod(load) * max_single_rate;
-      std::vector<Row> service, direct_rows;
+      std::vector<Row> service, unary_rows, direct_rows;
       for (int run = 0; run < runs; ++run) {
-        service.push_back(OpenLoop("service", rate, [&](std::function<void()> done) {
-          wal::v1::AppendRequest request;
-          auto* e = request.add_entries();
-          e->set_namespace_id(1);
-          e->set_data(payload);
-          client->AppendAsync(std::move(request),
-                              [done](absl::StatusOr<std::vector<uint64_t>>) { done(); });
-        }));
+        for (wal::Client* c : {client.get(), unary.get()}) {
+          (c == client.get() ? service : unary_rows)
+              .push_back(OpenLoop(c == client.get() ? "service" : "service unary", rate,
+                                  [&](std::function<void()> done) {
+                                    wal::v1::AppendRequest request;
+                                    auto* e = request.add_entries();
+                                    e->set_namespace_id(1);
+                                    e->set_data(payload);
+                                    c->AppendAsync(
+                                        std::move(request),
+                                        [done](absl::StatusOr<std::vector<uint64_t>>) { done(); });
+                                  }));
+        }
         direct_rows.push_back(OpenLoop("direct", rate, [&](std::function<void()> done) {
           auto* d = new Done;
           d->fn = std::move(done);
@@ -551,10 +556,11 @@ struct Bench {
                   [](const Row& a, const Row& b) { return a.p99_ms < b.p99_ms; });
         return v[v.size() / 2];
       };
-      Row s = by_p99(service), d = by_p99(direct_rows);
-      s.parameter = d.parameter = absl::StrCat(load, " of max");
-      s.value = d.value = rate;
+      Row s = by_p99(service), u = by_p99(unary_rows), d = by_p99(direct_rows);
+      s.parameter = u.parameter = d.parameter = absl::StrCat(load, " of max");
+      s.value = u.value = d.value = rate;
       Emit(s);
+      Emit(u);
       Emit(d);
     }
   }

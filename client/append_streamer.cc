@@ -43,7 +43,7 @@ void AppendStreamer::Run(Completions completions) {
 
 void AppendStreamer::Append(v1::AppendRequest request, Clock::time_point deadline, Done done) {
   std::unique_lock<std::mutex> lock(mu_);
-  if (unary_only_) {
+  if (unary_only_ || request.ByteSizeLong() > kMaxMessageBytes) {
     lock.unlock();
     unary_(std::move(request), deadline, std::move(done));
     return;
@@ -61,6 +61,10 @@ void AppendStreamer::Append(v1::AppendRequest request, Clock::time_point deadlin
   p.not_before = kNotWaiting;
   to_send_.push_back(id);
   cv_.notify_all();
+}
+
+void AppendStreamer::NotifyIfDrained() {
+  if (closing_ && pending_.empty()) cv_.notify_all();
 }
 
 bool AppendStreamer::RetryOrFail(Pending& p, const absl::Status& status, Completions* out) {
@@ -143,6 +147,7 @@ void AppendStreamer::SenderLoop() {
       // append can be sent again (only this thread sends).
       append->mutable_append()->Swap(&p.request);
       p.stream = stream_number_;
+      p.answer_by = now + std::chrono::milliseconds(append->timeout_ms()) + std::chrono::seconds(1);
     }
     writing_since_ = now;
     lock.unlock();
@@ -156,14 +161,19 @@ void AppendStreamer::SenderLoop() {
     // A failed write means a broken stream: its reader sees the end, and sets broken_.
     if (!written) cv_.wait(lock, [this] { return broken_; });
   }
-  // Closing: every append completed. Say so, and wait for walserver's OK.
+  // Closing: every append completed. Say so, and wait for walserver's OK, or not long.
   if (stream_) {
     lock.unlock();
     stream_->WritesDone();
     lock.lock();
-    cv_.wait(lock, [this] { return broken_; });
+    if (!cv_.wait_for(lock, options_.attempt_timeout, [this] { return broken_; })) {
+      ctx_->TryCancel();
+      cv_.wait(lock, [this] { return broken_; });
+    }
     CloseStream(lock);
   }
+  sender_done_ = true;
+  cv_.notify_all();
 }
 
 void AppendStreamer::CloseStream(std::unique_lock<std::mutex>& lock) {
@@ -200,6 +210,7 @@ void AppendStreamer::CloseStream(std::unique_lock<std::mutex>& lock) {
     }
     it = RetryOrFail(it->second, lost, &out) ? std::next(it) : pending_.erase(it);
   }
+  NotifyIfDrained();
   lock.unlock();
   Run(std::move(out));
   lock.lock();
@@ -228,6 +239,7 @@ void AppendStreamer::ReaderLoop(
           pending_.erase(it);
         }
       }
+      NotifyIfDrained();
     }
     Run(std::move(out));
     response.Clear();
@@ -239,9 +251,10 @@ void AppendStreamer::ReaderLoop(
 
 void AppendStreamer::TimerLoop() {
   std::unique_lock<std::mutex> lock(mu_);
-  while (!closing_ || !pending_.empty()) {
+  while (!sender_done_) {
     const Clock::time_point now = Clock::now();
     Completions out;
+    bool unanswered = false;  // an append on the current stream is overdue
     for (auto it = pending_.begin(); it != pending_.end();) {
       Pending& p = it->second;
       if (now >= p.deadline) {
@@ -252,6 +265,7 @@ void AppendStreamer::TimerLoop() {
         it = pending_.erase(it);
         continue;
       }
+      if (p.stream != 0 && p.stream == stream_number_ && now > p.answer_by) unanswered = true;
       if (p.not_before != kNotWaiting && now >= p.not_before) {
         p.not_before = kNotWaiting;
         to_send_.push_back(it->first);
@@ -260,13 +274,18 @@ void AppendStreamer::TimerLoop() {
       ++it;
     }
     // A write that does not go out (walserver stopped reading) holds up every append behind
-    // it: cancel that stream, and its appends go again on a new one.
-    if (ctx_ && writing_since_ != Clock::time_point::max() &&
-        now - writing_since_ > options_.attempt_timeout) {
+    // it, and an answer that does not come (a dead connection) would hold its append until its
+    // deadline: cancel that stream, and its appends go again on a new one.
+    const bool stuck = writing_since_ != Clock::time_point::max() &&
+                       now - writing_since_ > options_.attempt_timeout;
+    if (ctx_ && !broken_ && (stuck || unanswered)) {
       writing_since_ = Clock::time_point::max();
+      for (auto& [id, p] : pending_) {
+        if (p.stream == stream_number_) p.answer_by = Clock::time_point::max();
+      }
       ctx_->TryCancel();
     }
-    if (closing_) cv_.notify_all();  // the sender may be waiting for the last append
+    NotifyIfDrained();
     if (!out.empty()) {
       lock.unlock();
       Run(std::move(out));

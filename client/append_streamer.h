@@ -8,9 +8,12 @@
 //   reader:  reads answers and completes the appends (one per stream; replaced with it).
 //   timer:   fails appends at their deadline, wakes retries when their backoff is over, and
 //            cancels a stream whose write has not gone out within an attempt's timeout.
-// An append whose stream broke (UNAVAILABLE) or whose answer was UNAVAILABLE or
-// DEADLINE_EXCEEDED goes again on the next stream with the same writer id and sequences, so a
-// read returns it once; as with unary appends, within its deadline and max_retries.
+// An append whose stream broke, or whose answer was UNAVAILABLE or DEADLINE_EXCEEDED, goes again
+// on the next stream with the same writer id and sequences, so a read returns it once; as with
+// unary appends, until its deadline (max_retries = 0 turns retries off). A stream counts as
+// broken when a write does not go out, or an answer does not come, within an attempt's timeout
+// and a second. Appends over 4 MiB go as unary calls: one such append saves no per-call cost,
+// and alone it could exceed the server's message limit and fail the stream for everyone.
 #pragma once
 
 #include <chrono>
@@ -64,6 +67,7 @@ class AppendStreamer {
     int retry = 0;
     Clock::time_point not_before;  // a retry waits until then
     uint64_t stream = 0;           // the stream it was written on; 0 while not on the wire
+    Clock::time_point answer_by;   // on the wire: the stream counts as broken past this
   };
   struct Completion {
     Done done;
@@ -75,6 +79,8 @@ class AppendStreamer {
   void ReaderLoop(uint64_t stream,
                   grpc::ClientReaderWriter<v1::AppendStreamRequest, v1::AppendStreamResponse>* rw);
   void TimerLoop();
+  // Wakes the sender when it may be waiting for the last append of a closing client.
+  void NotifyIfDrained() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Closes the broken stream: Finish, join its reader, and retry or fail what was on it.
   void CloseStream(std::unique_lock<std::mutex>& lock) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // After an attempt failed with `status`: true when a retry is due (the timer queues it after
@@ -94,7 +100,8 @@ class AppendStreamer {
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
   bool started_ ABSL_GUARDED_BY(mu_) = false;
-  bool unary_only_ ABSL_GUARDED_BY(mu_) = false;  // walserver has no AppendStream
+  bool unary_only_ ABSL_GUARDED_BY(mu_) = false;   // walserver has no AppendStream
+  bool sender_done_ ABSL_GUARDED_BY(mu_) = false;  // the timer runs until then
 
   // The current stream, owned by the sender; the reader and timer only look at its number, the
   // broken flag and the write clock, and cancel its context.

@@ -385,6 +385,12 @@ void WalServer::Shutdown(std::chrono::milliseconds grace) {
   // No call waits on Kafka any more; what the producers still hold belongs to calls that were
   // answered already (the outcome unknown to them), so it is dropped rather than waited for.
   fail_pending();
+  // A stream whose call ended still holds its reactor until its last append completes, and
+  // that completion uses the service: failed just above, so it comes at once.
+  if (service_ && !service_->WaitForStreams(Clock::now() + std::chrono::seconds(5))) {
+    spdlog::warn("shutdown: append streams still wait for their appends; leaving the service");
+    (void)service_.release();
+  }
   service_.reset();
   health_.reset();
   reader_.reset();

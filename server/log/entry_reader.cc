@@ -232,12 +232,16 @@ absl::Status EntryReader::RunMany(const std::vector<ReadParams>& reads,
   const auto stop_at = AnswerBy(reads.front().deadline);
   if (absl::Status s = meta_->CatchUp(CatchUpBy(stop_at)); !s.ok()) return s;
   auto bell = std::make_shared<DeliveryBell>();
-  const size_t share =
-      std::max(2 * context_.options.batch_bytes, context_.options.read_queue_bytes / reads.size());
+  // The namespaces share one budget of queued bytes; smaller batches than a Read's keep the
+  // client busy while the scan goes on (every member would otherwise send at the end).
+  const size_t share = std::max(kReadManyMinQueueBytes, kReadManyQueueBytes / reads.size());
   std::map<Slot, Watermarks> marks;  // one query per slot
   std::vector<std::shared_ptr<ReadMember>> members;
   for (ReadParams params : reads) {
+    if (sink->cancelled()) return absl::CancelledError("read cancelled");
+    if (context_.stopping) return absl::UnavailableError("walserver is shutting down");
     params.queue_bytes = share;
+    params.batch_bytes = std::min(context_.options.batch_bytes, share / 2);
     absl::StatusOr<std::shared_ptr<ReadMember>> member =
         MakeMember(params, sink, stop_at, &marks, bell);
     // A namespace that cannot be read (or has nothing to read) ends at once; the others go on.
@@ -261,8 +265,10 @@ absl::Status EntryReader::RunMany(const std::vector<ReadParams>& reads,
     for (auto it = members.begin(); it != members.end();) {
       const std::shared_ptr<ReadMember>& member = *it;
       absl::Status status;
+      // A member taken off its scan goes back to a shared one: the members of one call must not
+      // each get a scan (and a consumer) of their own, and a shared scan never waits for them.
       const ReadMember::Step step =
-          member->DeliverNext([this, &member] { Join(member, /*shared=*/false); }, &status);
+          member->DeliverNext([this, &member] { Join(member, /*shared=*/true); }, &status);
       if (step == ReadMember::Step::kDone) {
         progress = true;
         if (absl::IsCancelled(status) && sink->cancelled()) return status;

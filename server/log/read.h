@@ -32,9 +32,11 @@ struct ReadParams {
   uint64_t limit = 0;
   bool follow = false;
   Clock::time_point deadline = Clock::time_point::max();
-  // Entry bytes this read may have waiting for its client; 0: ReaderOptions::read_queue_bytes.
-  // The reads of one ReadMany share that bound.
+  // Entry bytes this read may have waiting for its client, and about how many go in one
+  // message; 0: ReaderOptions::read_queue_bytes and batch_bytes. The reads of one ReadMany
+  // get shares of kReadManyQueueBytes instead.
   size_t queue_bytes = 0;
+  size_t batch_bytes = 0;
 };
 
 struct ReaderOptions {
@@ -47,6 +49,11 @@ struct ReaderOptions {
   // with a scan of its own once its client caught up (which waits up to a second for it).
   size_t read_queue_bytes = 8 << 20;
 };
+
+// Entry bytes all the reads of one ReadMany may have waiting for its client together, and the
+// least each of them gets.
+inline constexpr size_t kReadManyQueueBytes = 64 << 20;
+inline constexpr size_t kReadManyMinQueueBytes = 64 << 10;
 
 // Shared by the reads and scans of one EntryReader; outlives them all.
 struct ReadContext {

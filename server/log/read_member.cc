@@ -22,6 +22,7 @@ ReadMember::ReadMember(ReadContext* context, const ReadParams& params,
       caught_up_at_(end),
       queue_limit_(params.queue_bytes != 0 ? params.queue_bytes
                                            : context->options.read_queue_bytes),
+      batch_limit_(params.batch_bytes != 0 ? params.batch_bytes : context->options.batch_bytes),
       bell_(std::move(bell)),
       truncated_before_(ns_.truncated_before),
       // A fence before the start is not in the scanned range; the table knows its epoch.
@@ -194,7 +195,7 @@ void ReadMember::TakeReady() {
     if (params_.limit != 0 && sent_ >= params_.limit) {
       Flush();
       Finish(absl::OkStatus());
-    } else if (batch_bytes_ >= context_->options.batch_bytes) {
+    } else if (batch_bytes_ >= batch_limit_) {
       Flush();
     }
   }

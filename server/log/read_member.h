@@ -129,6 +129,7 @@ class ReadMember {
   const Clock::time_point stop_at_;
   const int64_t caught_up_at_;  // the end when the read began
   const size_t queue_limit_;    // read_queue_bytes, or the read's own share of it
+  const size_t batch_limit_;    // batch_bytes, or less for a share
   const std::shared_ptr<DeliveryBell> bell_;
 
   // The scan thread's (one scan at a time; see the comment at the top).

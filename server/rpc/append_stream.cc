@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "server/rpc/grpc_status.h"
 
 namespace wal {
@@ -35,7 +36,20 @@ void AppendStreamReactor::OnReadDone(bool ok) {
   // Outside the lock: an append may complete inline (a bad request, a full in-flight cap).
   // reading_ stays true meanwhile, so that no other thread starts a read into request_.
   const Clock::time_point now = Clock::now();
+  int index = 0;
   for (v1::StreamedAppend& append : *request_.mutable_appends()) {
+    if (!refuse && index++ >= kMaxAppendsPerMessage) {
+      {
+        std::lock_guard<std::mutex> relock(mu_);
+        --started_;
+      }
+      Answer(append.request_id(), now,
+             absl::ResourceExhaustedError(absl::StrCat(
+                 "a message of the append stream carries at most ", kMaxAppendsPerMessage,
+                 " appends; this one was not written, send it again")),
+             /*started=*/false);
+      continue;
+    }
     if (refuse) {
       Answer(append.request_id(), now,
              absl::UnavailableError(
@@ -92,7 +106,7 @@ void AppendStreamReactor::Pump() {
     writing_ = true;
     StartWrite(&response_);
   }
-  if (!reading_ && !half_closed_ && !broken_ && unanswered_ < kMaxUnanswered) {
+  if (!reading_ && !half_closed_ && !broken_ && !stopping_ && unanswered_ < kMaxUnanswered) {
     reading_ = true;
     StartRead(&request_);
   }

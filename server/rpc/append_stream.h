@@ -34,9 +34,12 @@ class AppendStreamReactor final
                                      Clock::time_point deadline, Done done)>;
 
   // Appends the stream may have unanswered (started, or answered but not yet written) before
-  // it stops reading more; reading resumes below half of it. Bounds the server's memory for a
-  // client that sends without reading its answers.
+  // it stops reading more. Bounds the server's memory for a client that sends without reading
+  // its answers.
   static constexpr size_t kMaxUnanswered = 4096;
+  // Appends one message may carry; those past it are refused (RESOURCE_EXHAUSTED, nothing
+  // written), so that one message cannot start more than this at once.
+  static constexpr int kMaxAppendsPerMessage = 4096;
 
   // `stream_deadline` is the call's (time_point::max() for none): an append without a timeout of
   // its own gets it (the writer bounds it further by its append timeout). `on_done` runs last,

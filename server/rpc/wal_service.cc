@@ -408,6 +408,7 @@ WalServiceImpl::AppendStream(grpc::CallbackServerContext* ctx) {
       [this](AppendStreamReactor* done) {
         std::lock_guard<std::mutex> lock(streams_mu_);
         streams_.erase(done);
+        if (streams_.empty()) streams_cv_.notify_all();
       });
   streams_.insert(stream);
   return stream;
@@ -417,6 +418,11 @@ void WalServiceImpl::StopStreams() {
   std::lock_guard<std::mutex> lock(streams_mu_);
   streams_stopped_ = true;
   for (AppendStreamReactor* stream : streams_) stream->Stop();
+}
+
+bool WalServiceImpl::WaitForStreams(Clock::time_point deadline) {
+  std::unique_lock<std::mutex> lock(streams_mu_);
+  return streams_cv_.wait_until(lock, deadline, [this] { return streams_.empty(); });
 }
 
 grpc::ServerWriteReactor<v1::ReadResponse>* WalServiceImpl::ReadMany(

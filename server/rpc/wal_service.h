@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <mutex>
@@ -77,7 +78,11 @@ class WalServiceImpl final : public v1::WalService::CallbackService {
   void StopStreams();
 
   // Most namespaces one ReadMany may name.
-  static constexpr int kMaxReadManyNamespaces = 10000;
+  static constexpr int kMaxReadManyNamespaces = 1000;
+  // For shutdown, after the writer failed what it held: waits until every AppendStream reactor
+  // is gone (their appends' completions use this service). False if some are left at
+  // `deadline`: the service must then not be destroyed.
+  bool WaitForStreams(Clock::time_point deadline);
 
  private:
   // Checks one append and starts it; `done` runs exactly once, with the ids or why not. Shared
@@ -114,6 +119,7 @@ class WalServiceImpl final : public v1::WalService::CallbackService {
   std::mutex streams_mu_;
   std::set<AppendStreamReactor*> streams_ ABSL_GUARDED_BY(streams_mu_);
   bool streams_stopped_ ABSL_GUARDED_BY(streams_mu_) = false;
+  std::condition_variable streams_cv_;
   WorkQueue admin_pool_;
 };
 
