@@ -57,6 +57,7 @@ void AppendStreamer::Append(v1::AppendRequest request, Clock::time_point deadlin
   Pending& p = pending_[id];
   p.request = std::move(request);
   p.deadline = deadline;
+  p.deadline_entry = deadlines_.emplace(deadline, id);
   p.done = std::move(done);
   p.not_before = kNotWaiting;
   to_send_.push_back(id);
@@ -67,7 +68,14 @@ void AppendStreamer::NotifyIfDrained() {
   if (closing_ && pending_.empty()) cv_.notify_all();
 }
 
-bool AppendStreamer::RetryOrFail(Pending& p, const absl::Status& status, Completions* out) {
+std::map<uint64_t, AppendStreamer::Pending>::iterator AppendStreamer::Forget(
+    std::map<uint64_t, Pending>::iterator it) {
+  deadlines_.erase(it->second.deadline_entry);
+  return pending_.erase(it);
+}
+
+bool AppendStreamer::RetryOrFail(uint64_t id, Pending& p, const absl::Status& status,
+                                 Completions* out) {
   p.stream = 0;
   // UNAVAILABLE: walserver or Kafka unreachable, or Kafka did not acknowledge in time.
   // DEADLINE_EXCEEDED: this attempt ran out of time (the call may have some left).
@@ -78,6 +86,7 @@ bool AppendStreamer::RetryOrFail(Pending& p, const absl::Status& status, Complet
     if (Clock::now() + sleep + std::chrono::seconds(1) < p.deadline) {
       ++p.retry;
       p.not_before = Clock::now() + sleep;  // the timer queues it then
+      retries_.emplace(p.not_before, id);
       return true;
     }
   }
@@ -100,6 +109,8 @@ void AppendStreamer::SenderLoop() {
         it = pending_.erase(it);
       }
       to_send_.clear();
+      deadlines_.clear();
+      retries_.clear();
       lock.unlock();
       for (auto& [id, p] : moved) unary_(std::move(p.request), p.deadline, std::move(p.done));
       lock.lock();
@@ -147,7 +158,10 @@ void AppendStreamer::SenderLoop() {
       // append can be sent again (only this thread sends).
       append->mutable_append()->Swap(&p.request);
       p.stream = stream_number_;
-      p.answer_by = now + std::chrono::milliseconds(append->timeout_ms()) + std::chrono::seconds(1);
+      p.sent = ++sendings_;
+      on_wire_.push_back(
+          OnWire{it->first, p.sent,
+                 now + std::chrono::milliseconds(append->timeout_ms()) + std::chrono::seconds(1)});
     }
     writing_since_ = now;
     lock.unlock();
@@ -173,7 +187,7 @@ void AppendStreamer::SenderLoop() {
     CloseStream(lock);
   }
   sender_done_ = true;
-  cv_.notify_all();
+  timer_cv_.notify_all();
 }
 
 void AppendStreamer::CloseStream(std::unique_lock<std::mutex>& lock) {
@@ -186,6 +200,7 @@ void AppendStreamer::CloseStream(std::unique_lock<std::mutex>& lock) {
   reader.join();
   lock.lock();
   broken_ = false;
+  on_wire_.clear();
   if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
     unary_only_ = true;  // an older walserver; the loop hands the appends to unary calls
     for (auto& [id, p] : pending_) {
@@ -208,7 +223,7 @@ void AppendStreamer::CloseStream(std::unique_lock<std::mutex>& lock) {
       ++it;
       continue;
     }
-    it = RetryOrFail(it->second, lost, &out) ? std::next(it) : pending_.erase(it);
+    it = RetryOrFail(it->first, it->second, lost, &out) ? std::next(it) : Forget(it);
   }
   NotifyIfDrained();
   lock.unlock();
@@ -232,11 +247,11 @@ void AppendStreamer::ReaderLoop(
           out.push_back(Completion{
               std::move(it->second.done),
               std::vector<uint64_t>(result.entry_ids().begin(), result.entry_ids().end())});
-          pending_.erase(it);
+          Forget(it);
           continue;
         }
-        if (!RetryOrFail(it->second, StatusOf(result.code(), result.message()), &out)) {
-          pending_.erase(it);
+        if (!RetryOrFail(it->first, it->second, StatusOf(result.code(), result.message()), &out)) {
+          Forget(it);
         }
       }
       NotifyIfDrained();
@@ -254,24 +269,38 @@ void AppendStreamer::TimerLoop() {
   while (!sender_done_) {
     const Clock::time_point now = Clock::now();
     Completions out;
-    bool unanswered = false;  // an append on the current stream is overdue
-    for (auto it = pending_.begin(); it != pending_.end();) {
-      Pending& p = it->second;
-      if (now >= p.deadline) {
-        out.push_back(Completion{
-            std::move(p.done),
-            absl::DeadlineExceededError("walserver did not answer the append within its deadline; "
-                                        "it may still be written")});
-        it = pending_.erase(it);
+    // Appends at their deadline fail.
+    while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
+      auto it = pending_.find(deadlines_.begin()->second);
+      out.push_back(Completion{
+          std::move(it->second.done),
+          absl::DeadlineExceededError("walserver did not answer the append within its deadline; "
+                                      "it may still be written")});
+      Forget(it);
+    }
+    // Retries whose backoff is over go out.
+    while (!retries_.empty() && retries_.begin()->first <= now) {
+      const uint64_t id = retries_.begin()->second;
+      retries_.erase(retries_.begin());
+      auto it = pending_.find(id);
+      if (it == pending_.end() || it->second.not_before == kNotWaiting) continue;
+      it->second.not_before = kNotWaiting;
+      to_send_.push_back(id);
+      cv_.notify_all();
+    }
+    // The oldest append on the wire of this stream, if still unanswered, tells whether the
+    // stream answers at all.
+    bool unanswered = false;
+    while (!on_wire_.empty()) {
+      const OnWire& oldest = on_wire_.front();
+      auto it = pending_.find(oldest.id);
+      if (it == pending_.end() || it->second.stream != stream_number_ ||
+          it->second.sent != oldest.sent) {
+        on_wire_.pop_front();  // answered, or sent again since
         continue;
       }
-      if (p.stream != 0 && p.stream == stream_number_ && now > p.answer_by) unanswered = true;
-      if (p.not_before != kNotWaiting && now >= p.not_before) {
-        p.not_before = kNotWaiting;
-        to_send_.push_back(it->first);
-        cv_.notify_all();
-      }
-      ++it;
+      unanswered = now > oldest.answer_by;
+      break;
     }
     // A write that does not go out (walserver stopped reading) holds up every append behind
     // it, and an answer that does not come (a dead connection) would hold its append until its
@@ -280,9 +309,7 @@ void AppendStreamer::TimerLoop() {
                        now - writing_since_ > options_.attempt_timeout;
     if (ctx_ && !broken_ && (stuck || unanswered)) {
       writing_since_ = Clock::time_point::max();
-      for (auto& [id, p] : pending_) {
-        if (p.stream == stream_number_) p.answer_by = Clock::time_point::max();
-      }
+      on_wire_.clear();
       ctx_->TryCancel();
     }
     NotifyIfDrained();
@@ -291,7 +318,7 @@ void AppendStreamer::TimerLoop() {
       Run(std::move(out));
       lock.lock();
     }
-    cv_.wait_for(lock, kTick);
+    timer_cv_.wait_for(lock, kTick);
   }
 }
 

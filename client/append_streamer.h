@@ -67,7 +67,8 @@ class AppendStreamer {
     int retry = 0;
     Clock::time_point not_before;  // a retry waits until then
     uint64_t stream = 0;           // the stream it was written on; 0 while not on the wire
-    Clock::time_point answer_by;   // on the wire: the stream counts as broken past this
+    uint64_t sent = 0;             // which sending it is (its entry in on_wire_)
+    std::multimap<Clock::time_point, uint64_t>::iterator deadline_entry;
   };
   struct Completion {
     Done done;
@@ -85,7 +86,10 @@ class AppendStreamer {
   void CloseStream(std::unique_lock<std::mutex>& lock) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // After an attempt failed with `status`: true when a retry is due (the timer queues it after
   // its backoff); else false, and the append's completion is in `out` (the caller erases it).
-  bool RetryOrFail(Pending& p, const absl::Status& status, Completions* out)
+  bool RetryOrFail(uint64_t id, Pending& p, const absl::Status& status, Completions* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Erases a completed append with its deadline entry.
+  std::map<uint64_t, Pending>::iterator Forget(std::map<uint64_t, Pending>::iterator it)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static void Run(Completions completions);
 
@@ -94,9 +98,21 @@ class AppendStreamer {
   const Unary unary_;
 
   std::mutex mu_;
-  std::condition_variable cv_;
+  std::condition_variable cv_;        // the sender waits on it
+  std::condition_variable timer_cv_;  // the timer: every tick, or when the sender is done
   std::map<uint64_t, Pending> pending_ ABSL_GUARDED_BY(mu_);  // by request id
   std::deque<uint64_t> to_send_ ABSL_GUARDED_BY(mu_);         // ready, in arrival order
+  // What the timer watches, ordered so that it looks only at what is due: with thousands of
+  // appends waiting, a scan of them all every tick would hold the lock the others need.
+  std::multimap<Clock::time_point, uint64_t> deadlines_ ABSL_GUARDED_BY(mu_);  // every append
+  std::multimap<Clock::time_point, uint64_t> retries_ ABSL_GUARDED_BY(mu_);    // may be stale
+  struct OnWire {
+    uint64_t id;
+    uint64_t sent;
+    Clock::time_point answer_by;  // the stream counts as broken past this
+  };
+  std::deque<OnWire> on_wire_ ABSL_GUARDED_BY(mu_);  // current stream, in sending order
+  uint64_t sendings_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
   bool started_ ABSL_GUARDED_BY(mu_) = false;
