@@ -537,9 +537,12 @@ struct Bench {
                                     auto* e = request.add_entries();
                                     e->set_namespace_id(1);
                                     e->set_data(payload);
-                                    c->AppendAsync(
-                                        std::move(request),
-                                        [done](absl::StatusOr<std::vector<uint64_t>>) { done(); });
+                                    // A failed append would count as a fast one.
+                                    c->AppendAsync(std::move(request),
+                                                   [done](absl::StatusOr<std::vector<uint64_t>> r) {
+                                                     Must(r.status(), "latency append");
+                                                     done();
+                                                   });
                                   }));
         }
         direct_rows.push_back(OpenLoop("direct", rate, [&](std::function<void()> done) {

@@ -12,6 +12,8 @@ namespace {
 
 // Appends gathered into one message stay under this, unless one append alone is larger.
 constexpr size_t kMaxMessageBytes = 4 << 20;
+// walserver refuses appends past this many in one message (server/rpc/append_stream.h).
+constexpr int kMaxAppendsPerMessage = 4096;
 // How often the timer looks at deadlines and retries.
 constexpr auto kTick = std::chrono::milliseconds(20);
 // Waiting for this marks a retry that is not waiting.
@@ -35,6 +37,9 @@ AppendStreamer::~AppendStreamer() {
   }
   if (sender_.joinable()) sender_.join();
   if (timer_.joinable()) timer_.join();
+  // Appends sent as unary calls complete on gRPC's threads, each by its deadline.
+  std::unique_lock<std::mutex> lock(mu_);
+  unary_cv_.wait(lock, [this] { return unary_in_flight_ == 0; });
 }
 
 void AppendStreamer::Run(Completions completions) {
@@ -45,7 +50,7 @@ void AppendStreamer::Append(v1::AppendRequest request, Clock::time_point deadlin
   std::unique_lock<std::mutex> lock(mu_);
   if (unary_only_ || request.ByteSizeLong() > kMaxMessageBytes) {
     lock.unlock();
-    unary_(std::move(request), deadline, std::move(done));
+    SendUnary(std::move(request), deadline, std::move(done));
     return;
   }
   if (!started_) {
@@ -62,6 +67,19 @@ void AppendStreamer::Append(v1::AppendRequest request, Clock::time_point deadlin
   p.not_before = kNotWaiting;
   to_send_.push_back(id);
   cv_.notify_all();
+}
+
+void AppendStreamer::SendUnary(v1::AppendRequest request, Clock::time_point deadline, Done done) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++unary_in_flight_;
+  }
+  unary_(std::move(request), deadline,
+         [this, done = std::move(done)](absl::StatusOr<std::vector<uint64_t>> result) {
+           done(std::move(result));
+           std::lock_guard<std::mutex> lock(mu_);
+           if (--unary_in_flight_ == 0) unary_cv_.notify_all();
+         });
 }
 
 void AppendStreamer::NotifyIfDrained() {
@@ -112,7 +130,7 @@ void AppendStreamer::SenderLoop() {
       deadlines_.clear();
       retries_.clear();
       lock.unlock();
-      for (auto& [id, p] : moved) unary_(std::move(p.request), p.deadline, std::move(p.done));
+      for (auto& [id, p] : moved) SendUnary(std::move(p.request), p.deadline, std::move(p.done));
       lock.lock();
       if (closing_) break;
       cv_.wait(lock);
@@ -146,7 +164,10 @@ void AppendStreamer::SenderLoop() {
       }
       Pending& p = it->second;
       const size_t size = p.request.ByteSizeLong();
-      if (message.appends_size() > 0 && bytes + size > kMaxMessageBytes) break;
+      if (message.appends_size() > 0 &&
+          (bytes + size > kMaxMessageBytes || message.appends_size() >= kMaxAppendsPerMessage)) {
+        break;
+      }
       to_send_.pop_front();
       bytes += size;
       v1::StreamedAppend* append = message.add_appends();
@@ -159,15 +180,15 @@ void AppendStreamer::SenderLoop() {
       append->mutable_append()->Swap(&p.request);
       p.stream = stream_number_;
       p.sent = ++sendings_;
-      on_wire_.push_back(
-          OnWire{it->first, p.sent,
-                 now + std::chrono::milliseconds(append->timeout_ms()) + std::chrono::seconds(1)});
+      on_wire_.push_back(OnWire{it->first, p.sent,
+                                Steady::now() + std::chrono::milliseconds(append->timeout_ms()) +
+                                    std::chrono::seconds(1)});
     }
-    writing_since_ = now;
+    writing_since_ = Steady::now();
     lock.unlock();
     const bool written = stream_->Write(message);
     lock.lock();
-    writing_since_ = Clock::time_point::max();
+    writing_since_ = Steady::time_point::max();
     for (v1::StreamedAppend& append : *message.mutable_appends()) {
       auto it = pending_.find(append.request_id());
       if (it != pending_.end()) it->second.request.Swap(append.mutable_append());
@@ -210,12 +231,14 @@ void AppendStreamer::CloseStream(std::unique_lock<std::mutex>& lock) {
     return;
   }
   // Appends on the stream were not answered: their outcome is unknown, so they go again (the
-  // sequences make that safe). A stream that ended cleanly, or that we cancelled because a write
-  // hung, counts as unavailable for them.
-  absl::Status lost = StatusOf(status.error_code(), status.error_message());
-  if (status.ok() || status.error_code() == grpc::StatusCode::CANCELLED) {
-    lost = absl::UnavailableError(absl::StrCat(
-        "the append stream ended before this append was answered (", status.error_message(), ")"));
+  // sequences make that safe), whatever ended the stream (a lost connection, shutdown, a proxy's
+  // reset, our own cancel of a stuck stream), except a refusal of the caller itself.
+  absl::Status lost = absl::UnavailableError(
+      absl::StrCat("the append stream ended before this append was answered (",
+                   status.error_message(), "); its outcome is unknown"));
+  if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED ||
+      status.error_code() == grpc::StatusCode::PERMISSION_DENIED) {
+    lost = StatusOf(status.error_code(), status.error_message());
   }
   Completions out;
   for (auto it = pending_.begin(); it != pending_.end();) {
@@ -299,16 +322,16 @@ void AppendStreamer::TimerLoop() {
         on_wire_.pop_front();  // answered, or sent again since
         continue;
       }
-      unanswered = now > oldest.answer_by;
+      unanswered = Steady::now() > oldest.answer_by;
       break;
     }
     // A write that does not go out (walserver stopped reading) holds up every append behind
     // it, and an answer that does not come (a dead connection) would hold its append until its
     // deadline: cancel that stream, and its appends go again on a new one.
-    const bool stuck = writing_since_ != Clock::time_point::max() &&
-                       now - writing_since_ > options_.attempt_timeout;
+    const bool stuck = writing_since_ != Steady::time_point::max() &&
+                       Steady::now() - writing_since_ > options_.attempt_timeout;
     if (ctx_ && !broken_ && (stuck || unanswered)) {
-      writing_since_ = Clock::time_point::max();
+      writing_since_ = Steady::time_point::max();
       on_wire_.clear();
       ctx_->TryCancel();
     }

@@ -36,7 +36,8 @@ namespace wal {
 
 class AppendStreamer {
  public:
-  using Clock = std::chrono::system_clock;
+  using Clock = std::chrono::system_clock;   // the callers' deadlines
+  using Steady = std::chrono::steady_clock;  // the streamer's own timing
   using Done = std::function<void(absl::StatusOr<std::vector<uint64_t>>)>;
   // Sends an append as a unary call instead, for a walserver without AppendStream.
   using Unary =
@@ -80,6 +81,8 @@ class AppendStreamer {
   void ReaderLoop(uint64_t stream,
                   grpc::ClientReaderWriter<v1::AppendStreamRequest, v1::AppendStreamResponse>* rw);
   void TimerLoop();
+  // Sends an append as a unary call, counted so that the destructor waits for it.
+  void SendUnary(v1::AppendRequest request, Clock::time_point deadline, Done done);
   // Wakes the sender when it may be waiting for the last append of a closing client.
   void NotifyIfDrained() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Closes the broken stream: Finish, join its reader, and retry or fail what was on it.
@@ -109,7 +112,7 @@ class AppendStreamer {
   struct OnWire {
     uint64_t id;
     uint64_t sent;
-    Clock::time_point answer_by;  // the stream counts as broken past this
+    Steady::time_point answer_by;  // the stream counts as broken past this
   };
   std::deque<OnWire> on_wire_ ABSL_GUARDED_BY(mu_);  // current stream, in sending order
   uint64_t sendings_ ABSL_GUARDED_BY(mu_) = 0;
@@ -118,6 +121,8 @@ class AppendStreamer {
   bool started_ ABSL_GUARDED_BY(mu_) = false;
   bool unary_only_ ABSL_GUARDED_BY(mu_) = false;   // walserver has no AppendStream
   bool sender_done_ ABSL_GUARDED_BY(mu_) = false;  // the timer runs until then
+  int unary_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  std::condition_variable unary_cv_;
 
   // The current stream, owned by the sender; the reader and timer only look at its number, the
   // broken flag and the write clock, and cancel its context.
@@ -127,7 +132,7 @@ class AppendStreamer {
   uint64_t stream_number_ ABSL_GUARDED_BY(mu_) = 0;
   bool broken_ ABSL_GUARDED_BY(mu_) = false;  // its reader saw the end
   std::thread reader_;
-  Clock::time_point writing_since_ ABSL_GUARDED_BY(mu_) = Clock::time_point::max();
+  Steady::time_point writing_since_ ABSL_GUARDED_BY(mu_) = Steady::time_point::max();
 
   std::thread sender_;
   std::thread timer_;

@@ -70,7 +70,9 @@ Appends entries and prints their entry ids, one per line, once Kafka acknowledge
   --epoch=E      the writer epoch from "walctl acquire" (default 0: no epoch); an older epoch
                  than the namespace's is refused (exit 4)
 Failed attempts are retried with the same sequence numbers (reads show each entry once); when
-the last attempt fails too, a prefix of the entries may have been written.
+the last attempt fails too, a prefix of the entries may have been written. From standard input,
+the ids printed are those of the batches up to the one that failed; batches sent after it may
+also have been written, so read the namespace's end before appending the rest again.
 )"},
     {"acquire", R"(Usage: walctl acquire NAMESPACE
 

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <future>
 #include <map>
+#include <mutex>
 #include <set>
 #include <thread>
 
@@ -236,6 +237,38 @@ TEST_F(ContractTest, AClientDestroyedWithAppendsInFlightFinishesThem) {
   EXPECT_EQ(ok + failed, 100);
   EXPECT_EQ(failed, 0);
   EXPECT_EQ(ReadData(1).size(), 100u);
+}
+
+// A burst of small appends larger than one message may carry (4096 appends): the client splits
+// it, and every append succeeds once.
+TEST_F(ContractTest, ABurstOfAsyncAppendsLargerThanAMessageAllSucceed) {
+  Create(1);
+  constexpr int kAppends = 10000;
+  std::atomic<int> ok{0}, failed{0};
+  std::mutex mu;
+  absl::Status first_error;
+  for (int i = 0; i < kAppends; ++i) {
+    v1::AppendRequest request;
+    auto* e = request.add_entries();
+    e->set_namespace_id(1);
+    e->set_data(absl::StrCat(i));
+    client_->AppendAsync(std::move(request), [&](absl::StatusOr<std::vector<uint64_t>> r) {
+      if (r.ok()) {
+        ++ok;
+        return;
+      }
+      std::lock_guard<std::mutex> lock(mu);
+      if (failed++ == 0) first_error = r.status();
+    });
+  }
+  const auto deadline = std::chrono::steady_clock::now() + seconds(60);
+  while (ok + failed < kAppends && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  EXPECT_EQ(ok, kAppends) << first_error;
+  std::vector<std::string> read = ReadData(1);
+  EXPECT_EQ(std::set<std::string>(read.begin(), read.end()).size(), size_t{kAppends});
+  EXPECT_EQ(read.size(), size_t{kAppends});
 }
 
 // An append too large for one message goes alone as a unary call: it fails with the server's

@@ -39,15 +39,11 @@ void AppendStreamReactor::OnReadDone(bool ok) {
   int index = 0;
   for (v1::StreamedAppend& append : *request_.mutable_appends()) {
     if (!refuse && index++ >= kMaxAppendsPerMessage) {
-      {
-        std::lock_guard<std::mutex> relock(mu_);
-        --started_;
-      }
       Answer(append.request_id(), now,
              absl::ResourceExhaustedError(absl::StrCat(
                  "a message of the append stream carries at most ", kMaxAppendsPerMessage,
                  " appends; this one was not written, send it again")),
-             /*started=*/false);
+             /*started=*/true);  // counted in started_ above
       continue;
     }
     if (refuse) {
