@@ -59,4 +59,19 @@ Message Consumer::Poll(int timeout_ms) {
   return Message(rd_kafka_consumer_poll(rk_.get(), timeout_ms));
 }
 
+std::vector<Message> Consumer::PollBatch(int timeout_ms, size_t max) {
+  std::vector<Message> out;
+  Message first = Poll(timeout_ms);
+  if (!first) return out;
+  out.push_back(std::move(first));
+  // Then what is queued already. With a timeout, librdkafka would wait for a full batch.
+  std::vector<rd_kafka_message_t*> raw(max > 1 ? max - 1 : 0);
+  if (raw.empty()) return out;
+  rd_kafka_queue_t* queue = rd_kafka_queue_get_consumer(rk_.get());
+  const ssize_t n = rd_kafka_consume_batch_queue(queue, 0, raw.data(), raw.size());
+  rd_kafka_queue_destroy(queue);
+  for (ssize_t i = 0; i < n; ++i) out.emplace_back(raw[i]);
+  return out;
+}
+
 }  // namespace wal

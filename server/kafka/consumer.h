@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -38,6 +39,9 @@ class Consumer {
   // The next message or event (errors and partition EOF arrive as messages with err set);
   // nullptr when nothing came within `timeout_ms`.
   virtual Message Poll(int timeout_ms);
+  // Up to `max` of what Poll returns: the first as Poll waits for it, then whatever is already
+  // queued behind it, in one call. Empty when nothing came within `timeout_ms`.
+  std::vector<Message> PollBatch(int timeout_ms, size_t max);
 
   rd_kafka_t* handle() const { return rk_.get(); }
 

@@ -97,7 +97,6 @@ class MetaStore {
  private:
   MetaStore(std::vector<Slot> slots, MetaOptions options);
   void TailLoop();
-  void ApplyMessage(const rd_kafka_message_t& msg);
   void ApplyMessageLocked(const rd_kafka_message_t& msg) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Produces `record` for `namespace_id`, waits for Kafka's ack and for the tail thread to apply
   // it; returns its offset.
@@ -126,7 +125,16 @@ class MetaStore {
 
   // std::mutex rather than absl::Mutex: ThreadSanitizer sees it without an instrumented Abseil.
   mutable std::mutex mu_;
-  std::condition_variable applied_;  // signalled when next_offset_ rises
+  // A thread in WaitApplied. Each has its own condition variable, woken only once the tail has
+  // passed its offset: with one shared variable, every record applied woke every waiting call
+  // (with 256 CreateNamespace calls at once, most of walserver's CPU went to those wake-ups).
+  struct AppliedWaiter {
+    std::condition_variable cv;
+    bool woken = false;
+  };
+  // Wakes (and forgets) the waiters whose offset the tail has passed, or all when failing.
+  void WakeWaitersLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::multimap<int64_t, AppliedWaiter*> waiters_ ABSL_GUARDED_BY(mu_);  // by offset
   NamespaceTable table_ ABSL_GUARDED_BY(mu_);
   int64_t next_offset_ ABSL_GUARDED_BY(mu_) = 0;  // all records below are applied
   uint64_t skipped_ ABSL_GUARDED_BY(mu_) = 0;
