@@ -31,6 +31,7 @@
 #include "server/kafka/consumer.h"
 #include "server/kafka/mock_cluster.h"
 #include "server/kafka/producer.h"
+#include "server/kafka/slot_ends.h"
 #include "server/log/entry_reader.h"
 #include "server/log/entry_writer.h"
 #include "server/log/record_format.h"
@@ -594,6 +595,71 @@ TEST_F(Core, AStalledReadDoesNotHoldUpTheOtherReadsOfItsSlot) {
   stalled->WaitFor(acked_a.size() + 1, seconds(15));
   ASSERT_TRUE(stalled->status().has_value()) << "the follow read did not end by its deadline";
   EXPECT_TRUE(absl::IsDeadlineExceeded(*stalled->status())) << *stalled->status();
+}
+
+// 128 creations at once while every slot is being appended to: they share their queries of the
+// slots' ends, and each new namespace still starts at or after the end its slot had when its
+// creation began (an end from before the call could hand it a deleted namespace's records).
+TEST_F(Core, ManyCreationsAtOnceShareEndQueriesAndNeverStartEarly) {
+  std::vector<NamespaceState> busy;
+  for (uint64_t ns = 1; ns <= 2 * slots_.size(); ++ns) {
+    auto state = Create(ns);
+    ASSERT_TRUE(state.ok()) << state.status();
+    busy.push_back(*state);
+  }
+  std::atomic<bool> stop{false};
+  std::atomic<int> appended{0};
+  std::thread appender([&] {
+    for (size_t i = 0; !stop; ++i) {
+      const NamespaceState& to = busy[i % busy.size()];
+      auto ids = Append({AppendItem{to.slot, to.namespace_id, "busy", EntryStamp{}}});
+      EXPECT_TRUE(ids.ok()) << ids.status();
+      if (!ids.ok()) return;
+      ++appended;
+    }
+  });
+  while (appended < 20) std::this_thread::sleep_for(milliseconds(5));
+
+  SlotEnds ends(admin_.get());
+  constexpr int kCreations = 128;
+  std::vector<absl::Status> failures(kCreations);
+  std::vector<NamespaceState> created(kCreations);
+  std::vector<std::map<Slot, int64_t>> ends_before(kCreations);
+  std::vector<std::thread> creators;
+  for (int i = 0; i < kCreations; ++i) {
+    creators.emplace_back([&, i] {
+      for (const Slot& slot : slots_) {
+        auto marks = QueryWatermarks(admin_.get(), slot.topic, slot.partition, 10000);
+        if (!marks.ok()) {
+          failures[i] = marks.status();
+          return;
+        }
+        ends_before[i][slot] = marks->high;
+      }
+      auto state = meta_->Create(
+          1000 + i, [&](const Slot& slot) { return ends.Get(slot, Deadline()); }, Deadline());
+      if (!state.ok()) {
+        failures[i] = state.status();
+        return;
+      }
+      EXPECT_TRUE(state->second) << "namespace " << 1000 + i << " existed already";
+      created[i] = state->first;
+    });
+  }
+  for (auto& t : creators) t.join();
+  stop = true;
+  appender.join();
+
+  for (int i = 0; i < kCreations; ++i) {
+    ASSERT_TRUE(failures[i].ok()) << "creation " << i << ": " << failures[i];
+    const NamespaceState& state = created[i];
+    EXPECT_GE(state.start_offset, ends_before[i][state.slot])
+        << "namespace " << state.namespace_id << " starts before the end its slot had when its "
+        << "creation began";
+    ASSERT_TRUE(meta_->Get(state.namespace_id).has_value());
+  }
+  EXPECT_GT(ends.queries(), 0u);
+  EXPECT_LT(ends.queries(), static_cast<uint64_t>(kCreations)) << "no query was shared";
 }
 
 // A namespace id whose 8 key bytes spell "prune/.." is a namespace like any other, not a record

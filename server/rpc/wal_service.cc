@@ -146,7 +146,7 @@ WalServiceImpl::WalServiceImpl(ServiceOptions options, MetaStore* meta, EntryWri
       meta_(meta),
       writer_(writer),
       reader_(reader),
-      kafka_(kafka),
+      slot_ends_(kafka),
       metrics_(metrics),
       admin_pool_(options.admin_threads) {}
 
@@ -158,10 +158,7 @@ Clock::time_point WalServiceImpl::AdminDeadline(grpc::CallbackServerContext* ctx
 
 absl::StatusOr<int64_t> WalServiceImpl::SlotEnd(const Slot& slot,
                                                 Clock::time_point deadline) const {
-  auto marks = QueryWatermarks(kafka_, slot.topic, slot.partition,
-                               std::max(1, MillisLeft(deadline, 1 << 30)));
-  if (!marks.ok()) return marks.status();
-  return marks->high;
+  return slot_ends_.Get(slot, deadline);
 }
 
 void WalServiceImpl::Fill(const NamespaceState& state, int64_t slot_end, v1::Namespace* out) const {

@@ -19,6 +19,7 @@
 #include "server/common/deadline.h"
 #include "server/common/metrics.h"
 #include "server/common/work_queue.h"
+#include "server/kafka/slot_ends.h"
 #include "server/log/entry_reader.h"
 #include "server/log/entry_writer.h"
 #include "server/meta/meta_store.h"
@@ -32,7 +33,9 @@ struct ServiceOptions {
   uint64_t max_inflight_append_bytes = 256 << 20;
   // Upper bound on Kafka round trips of admin calls without a (shorter) deadline.
   std::chrono::milliseconds admin_timeout{10000};
-  int admin_threads = 4;
+  // Each admin call holds a thread while it waits on Kafka (~9 ms for a CreateNamespace): 4
+  // threads kept 256 creations at once to ~500/s, 64 reach ~6,000/s.
+  int admin_threads = 64;
   // When set, every call must carry "authorization: Bearer <auth_token>" (else UNAUTHENTICATED).
   std::string auth_token;
 };
@@ -113,7 +116,7 @@ class WalServiceImpl final : public v1::WalService::CallbackService {
   MetaStore* const meta_;
   EntryWriter* const writer_;
   EntryReader* const reader_;
-  rd_kafka_t* const kafka_;
+  mutable SlotEnds slot_ends_;  // on `kafka`
   Metrics* const metrics_;
   std::atomic<uint64_t> inflight_append_bytes_{0};
   std::mutex streams_mu_;

@@ -1,0 +1,52 @@
+// End offsets of slots, queried from Kafka with concurrent callers sharing one query per slot.
+// A caller gets the answer of a query that started after it asked, so it never sees an end from
+// before its call (a namespace created after a deletion must start past the old records).
+#pragma once
+
+#include <librdkafka/rdkafka.h>
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "server/common/deadline.h"
+#include "server/common/slot.h"
+
+namespace wal {
+
+class SlotEnds {
+ public:
+  // Asks Kafka for a slot's end, by the deadline.
+  using Query = std::function<absl::StatusOr<int64_t>(const Slot&, Clock::time_point)>;
+  // Queries the high watermarks on `kafka`.
+  explicit SlotEnds(rd_kafka_t* kafka);
+  // With another query (tests).
+  explicit SlotEnds(Query query) : query_(std::move(query)) {}
+
+  // The slot's high watermark. With 256 CreateNamespace calls at once, each asked Kafka on its
+  // own: one ListOffsets round trip and one thread per call.
+  absl::StatusOr<int64_t> Get(const Slot& slot, Clock::time_point deadline);
+  // Queries sent to Kafka so far.
+  uint64_t queries() const;
+
+ private:
+  struct Flight {
+    std::condition_variable done;
+    bool running = false;
+    uint64_t started = 0;   // queries started so far
+    uint64_t finished = 0;  // the number of the last query that finished
+    absl::StatusOr<int64_t> result;
+  };
+
+  const Query query_;
+  mutable std::mutex mu_;
+  uint64_t queries_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<Slot, std::unique_ptr<Flight>> flights_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace wal
