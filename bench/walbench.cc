@@ -17,7 +17,8 @@
 //               Reads and as one ReadMany; read the same bytes written as one namespace, through
 //               one stream
 //   sweep       10 .. --max_namespaces namespaces: memory and CPU when idle, throughput; then
-//               the same load over 10 and over all of them, alternating
+//               the same load over 10 and over all of them, alternating. Steps of 1,000 or
+//               more namespaces are created --create_in_flight at a time, with a "create" row
 //   startup     restart walserver with all those namespaces in the meta topic
 #include <signal.h>
 #include <sys/prctl.h>
@@ -72,7 +73,9 @@ ABSL_FLAG(std::string, latency_loads, "0.1,0.25,0.5,0.75,0.9",
           "Open-loop rates as fractions of the measured single-entry maximum");
 ABSL_FLAG(int, replay_mib, 64, "MiB written into one slot for the replay modes");
 ABSL_FLAG(int, replay_namespaces, 100, "Namespaces in the slot for replay-all");
-ABSL_FLAG(int, max_namespaces, 10000, "Largest namespace count of the sweep");
+ABSL_FLAG(int, max_namespaces, 10000,
+          "Largest namespace count of the sweep: 10, 100, ... up to 1000000");
+ABSL_FLAG(int, create_in_flight, 256, "CreateNamespace calls at once when the sweep creates");
 ABSL_FLAG(std::vector<std::string>, walserver_args, {},
           "Extra walserver flags, comma-separated (e.g. --producers=1), to compare settings");
 ABSL_FLAG(std::string, csv, "", "Write every row here as CSV");
@@ -741,6 +744,30 @@ struct Bench {
     });
   }
 
+  // Creates namespaces 1000000+from .. 1000000+to-1 with --create_in_flight calls at once, as
+  // many datanodes opening their regions together; a row with the rate.
+  Row CreateConcurrently(wal::Client& c, pid_t pid, int from, int to) {
+    const int in_flight = std::min(absl::GetFlag(FLAGS_create_in_flight), to - from);
+    std::atomic<int> next{from};
+    const double cpu0 = HostCpu::Seconds();
+    const auto t0 = Clock::now();
+    std::vector<std::thread> pool;
+    for (int t = 0; t < in_flight; ++t) {
+      pool.emplace_back([&] {
+        for (int id = next++; id < to; id = next++) {
+          Must(c.CreateNamespace(1000000 + id).status(), "create");
+        }
+      });
+    }
+    for (auto& th : pool) th.join();
+    const double secs = duration<double>(Clock::now() - t0).count();
+    Row r{"create", "service", absl::StrCat(to - from, " x ", in_flight, " in flight")};
+    r.entries_per_s = (to - from) / secs;
+    r.value = HostCpu::Seconds() - cpu0;  // host CPU seconds
+    r.rss_mib = ResidentMiB(pid);
+    return r;
+  }
+
   void Sweep() {
     Walserver sweep(absl::StrCat("sweep", getpid()));
     sweep.Start();
@@ -748,8 +775,12 @@ struct Bench {
     const int max = absl::GetFlag(FLAGS_max_namespaces);
     int created = 0;
     double rss_at_10 = 0;
-    for (int n : {10, 100, 1000, 10000}) {
+    for (int n : {10, 100, 1000, 10000, 100000, 1000000}) {
       if (n > max) break;
+      if (n - created >= 1000) {
+        Emit(CreateConcurrently(*c, sweep.pid(), created, n));
+        created = n;
+      }
       for (; created < n; ++created) {
         Must(c->CreateNamespace(1000000 + created).status(), "create");
       }
