@@ -234,6 +234,8 @@ rd_kafka_resp_err_t QueryOnce(rd_kafka_t* rk, const std::string& topic, int32_t 
 
 void CancelWatermarkQueries() { ++cancellations; }
 
+uint64_t WatermarkQueryCancellations() { return cancellations.load(); }
+
 void KeepOpenForAbandonedQueries(std::shared_ptr<void> client) {
   static std::mutex mu;
   static auto* kept = new std::vector<std::shared_ptr<void>>();

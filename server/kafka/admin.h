@@ -24,6 +24,8 @@ struct Watermarks {
 int AbandonedWatermarkQueries();
 // For shutdown: every watermark query running now fails at once (_TIMED_OUT).
 void CancelWatermarkQueries();
+// How many times CancelWatermarkQueries was called: work that began before a change must stop.
+uint64_t WatermarkQueryCancellations();
 // Keeps `client` (anything holding a Kafka handle) open until the process ends, for the queries
 // abandoned on it; reachable, so that leak checkers do not report it.
 void KeepOpenForAbandonedQueries(std::shared_ptr<void> client);
