@@ -1,5 +1,7 @@
 #include "server/kafka/consumer.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "server/kafka/errors.h"
 
@@ -66,10 +68,12 @@ std::vector<Message> Consumer::PollBatch(int timeout_ms, size_t max) {
   out.push_back(std::move(first));
   // Then what is queued already. With a timeout, librdkafka would wait for a full batch.
   std::vector<rd_kafka_message_t*> raw(max > 1 ? max - 1 : 0);
-  if (raw.empty()) return out;
+  if (raw.empty() || !rk_) return out;  // (a fake in tests has no queue)
   rd_kafka_queue_t* queue = rd_kafka_queue_get_consumer(rk_.get());
+  if (queue == nullptr) return out;
   const ssize_t n = rd_kafka_consume_batch_queue(queue, 0, raw.data(), raw.size());
   rd_kafka_queue_destroy(queue);
+  out.reserve(out.size() + std::max<ssize_t>(n, 0));
   for (ssize_t i = 0; i < n; ++i) out.emplace_back(raw[i]);
   return out;
 }

@@ -43,8 +43,9 @@ class PromiseDelivery : public DeliveryHandler {
 };
 
 constexpr absl::string_view kPruneKeyPrefix = "prune/";
-// Records the tail applies under one hold of the table's lock (a few ms at most).
-constexpr size_t kTailBatch = 512;
+// Records the tail applies under one hold of the table's lock (~0.2 ms), which appends look
+// their namespaces up under too.
+constexpr size_t kTailBatch = 128;
 
 }  // namespace
 
