@@ -194,7 +194,7 @@ uint64_t MetaStore::producer_replacements() const { return producer_->replacemen
 
 void MetaStore::TailLoop() {
   while (!stop_.load()) {
-    // In batches: at start-up, a million records one Poll and one lock each took 8 s.
+    // In batches: a Poll and a lock per record cost 1.6 s of loading a million namespaces.
     const std::vector<Message> batch = consumer_->PollBatch(100, kTailBatch);
     if (batch.empty()) continue;
     std::lock_guard lock(mu_);
