@@ -68,7 +68,11 @@ int main(int argc, char** argv, char** envp) {
   auto server = wal::WalServer::Start(*options);
   if (!server.ok()) {
     spdlog::critical("walserver could not start: {}", server.status().ToString());
-    return absl::IsInvalidArgument(server.status()) ? kBadOptions : 1;
+    // Options that do not fit the cluster (too few brokers, topics made with other settings)
+    // are fixed in the options too.
+    const bool fix_options =
+        absl::IsInvalidArgument(server.status()) || absl::IsFailedPrecondition(server.status());
+    return fix_options ? kBadOptions : 1;
   }
   if (const std::string ready = wal::ReadyFileFlag(); !ready.empty()) {
     WriteReadyFile(ready, **server);

@@ -40,6 +40,16 @@ absl::Status Validate(const ServerOptions& o) {
   if (o.max_entry_bytes > 1024 * kMiB) {
     return absl::InvalidArgumentError("max_entry_bytes must be at most 1 GiB");
   }
+  if (o.replication_factor < 1 || o.min_insync_replicas < 1) {
+    return absl::InvalidArgumentError(
+        "replication_factor and min_insync_replicas must be at least 1");
+  }
+  if (o.min_insync_replicas > o.replication_factor) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--min_insync_replicas=", o.min_insync_replicas,
+                     " is more than --replication_factor=", o.replication_factor,
+                     ": Kafka would refuse every append. For a single broker set both to 1"));
+  }
   if (o.producers < 1 || o.max_concurrent_reads < 1) {
     return absl::InvalidArgumentError("producers and max_concurrent_reads must be at least 1");
   }
@@ -145,6 +155,19 @@ absl::Status WalServer::ConnectKafka(const ServerOptions& o) {
   auto admin = NewKafkaClient(RD_KAFKA_PRODUCER, kafka_);
   if (!admin.ok()) return admin.status();
   admin_ = std::move(*admin);
+  if (mock_) return absl::OkStatus();
+  // Reaching Kafka is the first thing that fails on a wrong address, a broker that is down or a
+  // listener that wants TLS or SASL: say so here rather than as a timed-out topic request.
+  auto brokers_up = CountLiveBrokers(admin_.get(), static_cast<int>(o.startup_timeout.count()));
+  if (!brokers_up.ok()) {
+    return absl::UnavailableError(absl::StrCat(
+        "no Kafka broker at --brokers=", brokers, " answered within --startup_timeout_ms=",
+        o.startup_timeout.count(), " (", brokers_up.status().message(),
+        "; librdkafka's log above says why). Check that Kafka runs there and that this host can "
+        "reach the address each broker advertises; a TLS or SASL listener also needs "
+        "--kafka.security.protocol and the matching --kafka.ssl.* or --kafka.sasl.* settings"));
+  }
+  live_brokers_ = *brokers_up;
   return absl::OkStatus();
 }
 
@@ -178,13 +201,43 @@ absl::Status WalServer::PrepareTopics(const ServerOptions& o) {
     }
     return absl::OkStatus();
   }
-  return EnsureTopics(admin_.get(), topics, static_cast<int>(o.startup_timeout.count()));
+  const absl::Status status =
+      EnsureTopics(admin_.get(), topics, static_cast<int>(o.startup_timeout.count()));
+  if (status.ok()) return status;
+  const std::string names =
+      absl::StrCat(o.topic_prefix, "_0..", o.topic_count - 1, " and ", o.topic_prefix, "_meta");
+  if (live_brokers_ < o.replication_factor) {
+    // A single development broker with the default replication: the most common first failure.
+    return absl::FailedPreconditionError(absl::StrCat(
+        "Kafka at ", kafka_.at("bootstrap.servers"), " has ", live_brokers_,
+        " live broker(s), fewer than --replication_factor=", o.replication_factor, ", so topics ",
+        names, " cannot be created or used (", status.message(),
+        "). For a single-broker Kafka start walserver with --replication_factor=1 "
+        "--min_insync_replicas=1 (one copy of each entry: for trying walserver, not for data "
+        "you cannot lose); otherwise start the missing brokers"));
+  }
+  if (absl::IsFailedPrecondition(status)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "topics ", names, " exist with other settings: ", status.message(),
+        ". Start walserver with the --topic_count, --partitions_per_topic, "
+        "--replication_factor, --min_insync_replicas and --max_record_bytes they were created "
+        "with, or choose another --topic_prefix"));
+  }
+  return absl::Status(status.code(),
+                      absl::StrCat("preparing topics ", names, " on Kafka at ",
+                                   kafka_.at("bootstrap.servers"), ": ", status.message(),
+                                   ". Check the brokers' logs, or raise --startup_timeout_ms"));
 }
 
 absl::Status WalServer::OpenNamespaceTable(const ServerOptions& o) {
   auto meta =
       MetaStore::Open(kafka_, slots_, {o.topic_prefix + "_meta", o.name, o.startup_timeout});
-  if (!meta.ok()) return meta.status();
+  if (!meta.ok()) {
+    return absl::Status(meta.status().code(),
+                        absl::StrCat(meta.status().message(),
+                                     ". Check that its partition has a leader (the brokers' "
+                                     "logs), or raise --startup_timeout_ms"));
+  }
   meta_ = std::move(*meta);
   return absl::OkStatus();
 }
@@ -279,11 +332,17 @@ absl::Status WalServer::StartGrpc(const ServerOptions& o) {
   const int message_limit =
       static_cast<int>(std::min<uint64_t>(max_entry_bytes_ + 4 * kMiB, INT32_MAX));
   builder.SetMaxReceiveMessageSize(message_limit);
+  // gRPC shares a port with any other process that asks (SO_REUSEPORT): a second walserver on
+  // the same --listen would start and take part of the first one's connections. Refuse instead.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxSendMessageSize(message_limit);
   server_ = builder.BuildAndStart();
   for (size_t i = 0; i < listens.size(); ++i) {
     if (!server_ || ports[i] == 0) {
-      return absl::UnavailableError(absl::StrCat("cannot listen on ", listens[i]));
+      return absl::UnavailableError(absl::StrCat(
+          "cannot listen on --listen=", listens[i],
+          ": another process holds the address, it is not one of this host's, or the unix "
+          "socket's folder is missing. Stop the other process or choose another --listen"));
     }
     addresses_.push_back(
         absl::StartsWith(listens[i], "unix:")
@@ -297,7 +356,12 @@ absl::Status WalServer::StartHttpAndPruner(const ServerOptions& o) {
   if (!o.http_listen.empty()) {
     auto http = HttpEndpoint::Start(o.http_listen, &metrics_,
                                     [meta = meta_.get()] { return meta->Health(); });
-    if (!http.ok()) return http.status();
+    if (!http.ok()) {
+      return absl::Status(http.status().code(),
+                          absl::StrCat("--http_listen: ", http.status().message(),
+                                       ". Stop the process holding it, choose another "
+                                       "--http_listen, or set it empty to turn /metrics off"));
+    }
     http_ = std::move(*http);
   }
   // The mock cluster has no DeleteRecords.

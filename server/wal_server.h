@@ -102,6 +102,7 @@ class WalServer {
   // Set up by the first steps of Start for the later ones.
   KafkaProperties kafka_;  // common to every client
   std::string kafka_batch_bytes_;
+  int live_brokers_ = 0;  // when Kafka was first reached (real Kafka only)
   std::vector<Slot> slots_;
   Metrics metrics_;
   std::unique_ptr<MockCluster> mock_;

@@ -313,6 +313,15 @@ absl::Status EnsureTopics(rd_kafka_t* rk, const std::vector<TopicSpec>& topics, 
   return absl::OkStatus();
 }
 
+absl::StatusOr<int> CountLiveBrokers(rd_kafka_t* rk, int timeout_ms) {
+  const rd_kafka_metadata_t* md = nullptr;
+  const rd_kafka_resp_err_t err = rd_kafka_metadata(rk, 0, nullptr, &md, timeout_ms);
+  if (err) return KafkaErrorToStatus(err, "asking Kafka for its brokers");
+  const int brokers = md->broker_cnt;
+  rd_kafka_metadata_destroy(md);
+  return brokers;
+}
+
 absl::Status WaitForTopics(rd_kafka_t* rk, const std::vector<TopicSpec>& topics, int timeout_ms) {
   const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
   for (const TopicSpec& spec : topics) {

@@ -48,6 +48,10 @@ struct TopicSpec {
 // and each config in the spec must hold its value (a mismatch is an error; the caller decides).
 absl::Status EnsureTopics(rd_kafka_t* rk, const std::vector<TopicSpec>& topics, int timeout_ms);
 
+// Asks any broker for the cluster's metadata: the number of live brokers, or UNAVAILABLE when
+// none answered within `timeout_ms`.
+absl::StatusOr<int> CountLiveBrokers(rd_kafka_t* rk, int timeout_ms);
+
 // Waits until every topic is known to the client's metadata with its partitions led.
 absl::Status WaitForTopics(rd_kafka_t* rk, const std::vector<TopicSpec>& topics, int timeout_ms);
 

@@ -1,6 +1,7 @@
 #include "server/rpc/http_endpoint.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -19,6 +20,12 @@ absl::StatusOr<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(
   const std::string host = listen.substr(0, colon);
   std::unique_ptr<HttpEndpoint> self(new HttpEndpoint());
   self->server_ = std::make_unique<httplib::Server>();
+  // httplib's default also sets SO_REUSEPORT, which lets a second walserver bind the same
+  // address and answer half of the scrapes: keep only SO_REUSEADDR (restarts in TIME_WAIT).
+  self->server_->set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
   self->server_->Get("/metrics", [metrics](const httplib::Request&, httplib::Response& res) {
     res.set_content(metrics->Render(), "text/plain; version=0.0.4; charset=utf-8");
   });
