@@ -398,6 +398,12 @@ void WalServer::AddCollectors() {
                static_cast<double>(meta->PrunedBefore(slot)));
     }
   });
+  metrics_.AddCollector([service = service_.get()](MetricWriter& w) {
+    w.Sample("walserver_append_bytes_in_flight", {},
+             static_cast<double>(service->inflight_append_bytes()));
+    w.Sample("walserver_append_bytes_in_flight_limit", {},
+             static_cast<double>(service->max_inflight_append_bytes()));
+  });
   metrics_.AddCollector([writer = writer_.get()](MetricWriter& w) {
     for (const Producer* p : writer->producers()) {
       w.Sample("walserver_kafka_producer_queue_messages", {{"producer", p->name()}},

@@ -44,6 +44,9 @@ constexpr Family kFamilies[] = {
     {"walserver_appends_fenced_total", "counter",
      "Append calls refused with FAILED_PRECONDITION because the writer's epoch was fenced."},
     {"walserver_appends_in_flight", "gauge", "Append calls waiting for Kafka."},
+    {"walserver_append_bytes_in_flight", "gauge", "Entry bytes of appends waiting for Kafka."},
+    {"walserver_append_bytes_in_flight_limit", "gauge",
+     "--max_inflight_append_bytes: an append beyond it gets RESOURCE_EXHAUSTED."},
     {"walserver_reads_in_progress", "gauge", "Read streams running."},
     {"walserver_records_skipped_total", "counter",
      "Records that could not be decoded (foreign producers, unknown versions, corruption), by "

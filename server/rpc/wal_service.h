@@ -80,6 +80,11 @@ class WalServiceImpl final : public v1::WalService::CallbackService {
   // that long-lived streams do not hold the grace period.
   void StopStreams();
 
+  // Entry bytes of appends waiting for Kafka, and the most there may be (--max_inflight_append_
+  // bytes): for /metrics.
+  uint64_t inflight_append_bytes() const { return inflight_append_bytes_.load(); }
+  uint64_t max_inflight_append_bytes() const { return options_.max_inflight_append_bytes; }
+
   // Most namespaces one ReadMany may name.
   static constexpr int kMaxReadManyNamespaces = 1000;
   // For shutdown, after the writer failed what it held: waits until every AppendStream reactor

@@ -32,6 +32,10 @@ after_bytes=$(metric walserver_append_bytes_total)
 [[ $(metric 'walserver_rpc_latency_seconds_count{method="StreamedAppend",code="OK"}') -eq 2 ]] ||
   fail "latency histogram count"
 [[ $(metric walserver_namespaces) -eq 1 ]] || fail "namespaces gauge"
+# Nothing waits for Kafka once the appends are answered; the limit is 4 x the 64 MiB max entry.
+[[ $(metric walserver_append_bytes_in_flight) -eq 0 ]] || fail "append bytes in flight at rest"
+[[ $(metric walserver_append_bytes_in_flight_limit) -eq $((256 << 20)) ]] ||
+  fail "append bytes in flight limit: $(metric walserver_append_bytes_in_flight_limit)"
 expect_contains "$(curl -sf "http://$HTTP/metrics")" "^# TYPE walserver_rpc_latency_seconds histogram$"
 expect_contains "$(curl -sf "http://$HTTP/metrics")" '^walserver_slot_namespaces\{topic="metrics_[^"]*",partition="[0-9]"\} 1$'
 # librdkafka statistics arrive every 5 s: the broker connection shows up.
