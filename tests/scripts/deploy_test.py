@@ -7,6 +7,7 @@ deploy/walserver.conf, and checks that every walserver option they use exists (a
 `walserver --help`), that every walctl command they run exists, and that ports, socket paths and
 probe endpoints agree with each other.
 """
+import json
 import os
 import re
 import shlex
@@ -103,6 +104,44 @@ smoke = services["walctl-smoke"]
 for server in check_walctl(" ".join(smoke["command"]), "compose walctl-smoke"):
     check(server == f"walserver:{port_of(compose_options['listen'])}", f"compose: walctl --server={server}")
 check(smoke["image"] == ws["image"], "compose: smoke job runs the walserver image")
+
+# ---- the compose "monitoring" profile: Prometheus and Grafana with the dashboard ----
+for name in ("prometheus", "grafana"):
+    check(services.get(name, {}).get("profiles") == ["monitoring"],
+          f"compose: {name} is in the monitoring profile only")
+
+
+def volume_mounts(service):
+    """{container path: repository path} of a service's bind mounts, each checked to exist."""
+    mounts = {}
+    for volume in services[service].get("volumes", []):
+        source, target = volume.split(":")[:2]
+        check(os.path.exists(os.path.join(ROOT, source)), f"compose: {service} mounts missing {source}")
+        mounts[target] = os.path.normpath(os.path.join(ROOT, source))
+    return mounts
+
+
+prometheus_config = yaml.safe_load(open(volume_mounts("prometheus")["/etc/prometheus/prometheus.yml"]))
+targets = [t for job in prometheus_config["scrape_configs"] for c in job["static_configs"]
+           for t in c["targets"]]
+check(targets == [f"walserver:{port_of(compose_options['http_listen'])}"],
+      f"prometheus scrapes walserver's --http_listen port: {targets}")
+grafana_mounts = volume_mounts("grafana")
+provisioning = grafana_mounts["/etc/grafana/provisioning"]
+datasource = yaml.safe_load(open(os.path.join(provisioning, "datasources", "prometheus.yml")))
+check(datasource["datasources"][0]["url"] == "http://prometheus:9090",
+      "grafana: data source is the prometheus service")
+check(any(p.endswith(":9090") for p in services["prometheus"]["ports"]), "prometheus: port 9090")
+provider = yaml.safe_load(open(os.path.join(provisioning, "dashboards", "walserver.yml")))
+dashboards_path = provider["providers"][0]["options"]["path"]
+mounted_dashboards = {t: s for t, s in grafana_mounts.items() if t.startswith(dashboards_path + "/")}
+check([os.path.relpath(s, ROOT) for s in mounted_dashboards.values()] ==
+      [os.path.join("deploy", "grafana", "walserver.json")],
+      f"grafana: the provider's folder {dashboards_path} holds deploy/grafana/walserver.json")
+home = services["grafana"]["environment"]["GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH"]
+check(home in mounted_dashboards, f"grafana: home dashboard {home} is mounted")
+dashboard = json.load(open(os.path.join(ROOT, "deploy", "grafana", "walserver.json")))
+check(dashboard["uid"] == "walserver" and len(dashboard["panels"]) >= 10, "dashboard: walserver")
 
 # ---- deploy/Dockerfile ----
 dockerfile = open(os.path.join(ROOT, "deploy", "Dockerfile")).read()
