@@ -1,8 +1,11 @@
 #include "server/wal_server.h"
 
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <condition_variable>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -40,11 +43,13 @@ absl::Status Validate(const ServerOptions& o) {
   if (o.max_entry_bytes > 1024 * kMiB) {
     return absl::InvalidArgumentError("max_entry_bytes must be at most 1 GiB");
   }
-  if (o.replication_factor < 1 || o.min_insync_replicas < 1) {
+  // -1 leaves the replication factor to the brokers' default.
+  if ((o.replication_factor < 1 && o.replication_factor != -1) || o.min_insync_replicas < 1) {
     return absl::InvalidArgumentError(
-        "replication_factor and min_insync_replicas must be at least 1");
+        "replication_factor must be at least 1 (or -1, the brokers' default) and "
+        "min_insync_replicas at least 1");
   }
-  if (o.min_insync_replicas > o.replication_factor) {
+  if (o.replication_factor > 0 && o.min_insync_replicas > o.replication_factor) {
     return absl::InvalidArgumentError(
         absl::StrCat("--min_insync_replicas=", o.min_insync_replicas,
                      " is more than --replication_factor=", o.replication_factor,
@@ -62,6 +67,21 @@ absl::Status Validate(const ServerOptions& o) {
     return absl::InvalidArgumentError("append_timeout must be at most 30000 ms");
   }
   return absl::OkStatus();
+}
+
+// True if a process accepts connections on the unix socket at `path` (a file left by a process
+// that is gone refuses them).
+bool SomeoneListensOn(const std::string& path) {
+  sockaddr_un address{};
+  if (path.size() >= sizeof(address.sun_path)) return false;  // gRPC reports it
+  address.sun_family = AF_UNIX;
+  std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  const bool accepted =
+      connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) == 0;
+  close(fd);
+  return accepted;
 }
 
 absl::StatusOr<std::string> ReadWholeFile(const std::string& path, absl::string_view what) {
@@ -206,7 +226,13 @@ absl::Status WalServer::PrepareTopics(const ServerOptions& o) {
   if (status.ok()) return status;
   const std::string names =
       absl::StrCat(o.topic_prefix, "_0..", o.topic_count - 1, " and ", o.topic_prefix, "_meta");
-  if (live_brokers_ < o.replication_factor) {
+  // Kafka's refusal to create a topic with more replicas than brokers, or an existing topic
+  // with fewer replicas than asked (both worded in kafka/admin.cc). Other failures, e.g. no
+  // leader while a broker is down, keep their own message and code.
+  const bool too_few_replicas =
+      absl::StrContains(status.message(), "INVALID_REPLICATION_FACTOR") ||
+      absl::StrContains(status.message(), "exists with replication factor");
+  if (too_few_replicas && live_brokers_ < o.replication_factor) {
     // A single development broker with the default replication: the most common first failure.
     return absl::FailedPreconditionError(absl::StrCat(
         "Kafka at ", kafka_.at("bootstrap.servers"), " has ", live_brokers_,
@@ -315,8 +341,14 @@ absl::Status WalServer::StartGrpc(const ServerOptions& o) {
   for (size_t i = 0; i < listens.size(); ++i) {
     const bool unix_socket = absl::StartsWith(listens[i], "unix:");
     if (unix_socket) {
-      // A socket file left by an earlier run would make the bind fail.
+      // A socket file left by an earlier run would make the bind fail, and gRPC removes it
+      // before binding: first make sure no other process still serves on it.
       std::string path(absl::StripPrefix(absl::StripPrefix(listens[i], "unix:"), "//"));
+      if (SomeoneListensOn(path)) {
+        return absl::UnavailableError(absl::StrCat(
+            "cannot listen on --listen=", listens[i],
+            ": another process serves on this socket. Stop it or choose another --listen"));
+      }
       std::error_code ignored;
       if (std::filesystem::is_socket(path, ignored)) std::filesystem::remove(path, ignored);
     }

@@ -20,8 +20,8 @@ absl::StatusOr<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(
   const std::string host = listen.substr(0, colon);
   std::unique_ptr<HttpEndpoint> self(new HttpEndpoint());
   self->server_ = std::make_unique<httplib::Server>();
-  // httplib's default also sets SO_REUSEPORT, which lets a second walserver bind the same
-  // address and answer half of the scrapes: keep only SO_REUSEADDR (restarts in TIME_WAIT).
+  // httplib's default sets SO_REUSEPORT, which lets a second walserver bind the same address
+  // and answer half of the scrapes: set SO_REUSEADDR instead (restarts past TIME_WAIT).
   self->server_->set_socket_options([](socket_t sock) {
     int yes = 1;
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
