@@ -9,46 +9,50 @@
 # Other arguments go to walserver (see ./build/server/walserver --help). $WALSERVER, when set,
 # is the binary to run instead of building one.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+
+usage_error() {
+  echo "run.sh: $*" >&2
+  exit 2
+}
 
 local_kafka=false
 state_dir=${XDG_DATA_HOME:-$HOME/.local/share}/walserver
+state_dir_given=false
 listen=127.0.0.1:50051
 args=()
 for arg in "$@"; do
   case "$arg" in
     --local-kafka | --local_kafka) local_kafka=true ;;
-    --state_dir=* | --state-dir=*) state_dir=${arg#*=} ;;
+    --state_dir=* | --state-dir=*)
+      state_dir=${arg#*=}
+      state_dir_given=true
+      [[ -n "$state_dir" ]] || usage_error "--state_dir needs a folder"
+      ;;
+    --state_dir | --state-dir) usage_error "write --state_dir=DIR" ;;
     *)
       case "$arg" in --listen=*) listen=${arg#--listen=} ;; esac
       args+=("$arg")
       ;;
   esac
 done
+if $local_kafka; then
+  for arg in "${args[@]}"; do
+    case "$arg" in
+      --brokers | --brokers=*) usage_error "--local-kafka starts its own broker; leave out $arg" ;;
+    esac
+  done
+  # Relative to where run.sh was started, before the cd below.
+  state_dir=$(realpath -m -- "$state_dir")
+elif $state_dir_given; then
+  usage_error "--state_dir is where --local-kafka keeps Kafka's data; add --local-kafka"
+fi
+cd "$(dirname "$0")/.."
 
 walserver=${WALSERVER:-}
 if [[ -z "$walserver" ]]; then
   ./scripts/setup.sh
   ./scripts/build.sh walserver walctl
   walserver=./build/server/walserver
-fi
-
-kafka_dir=$state_dir/kafka
-if $local_kafka; then
-  for arg in "${args[@]}"; do
-    case "$arg" in
-      --brokers=*)
-        echo "run.sh: --local-kafka starts its own broker; leave out $arg" >&2
-        exit 2
-        ;;
-    esac
-  done
-  mkdir -p "$kafka_dir"
-  # The broker keeps its ports and data in $kafka_dir from one run to the next.
-  tests/kafka/kafka.sh start "$kafka_dir"
-  # Replication 1 fits one broker; these come first so that options given to run.sh win.
-  args=(--brokers="$(tests/kafka/kafka.sh bootstrap "$kafka_dir")" --replication_factor=1
-    --min_insync_replicas=1 "${args[@]}")
 fi
 
 cat <<TRY
@@ -64,29 +68,44 @@ In another terminal, try:
   ./build/client/walctl --server=$listen ls
 
 Stop it with Ctrl-C.
+
 TRY
 if ! $local_kafka; then
-  echo
   exec "$walserver" --listen="$listen" "${args[@]}"
 fi
-cat <<DURABLE
-Kafka keeps the entries in $kafka_dir/data: run this again and they are there.
-Start over with: rm -rf $kafka_dir
 
-DURABLE
+kafka_dir=$state_dir/kafka
+walserver_pid=""
+# However run.sh ends (Ctrl-C while Kafka starts, a broker that never serves, walserver's exit,
+# a closed terminal), walserver stops first and then Kafka, which runs in a session of its own.
+stop_both() {
+  if [[ -n "$walserver_pid" ]] && kill -0 "$walserver_pid" 2>/dev/null; then
+    kill -TERM "$walserver_pid" 2>/dev/null || true
+    wait "$walserver_pid" 2>/dev/null || true
+  fi
+  echo "run.sh: stopping Kafka" >&2
+  tests/kafka/kafka.sh stop "$kafka_dir" || true
+}
+trap stop_both EXIT
+trap 'exit 130' INT TERM HUP
+mkdir -p "$kafka_dir"
+# The broker keeps its ports and data in $kafka_dir from one run to the next.
+tests/kafka/kafka.sh start "$kafka_dir"
+echo "Kafka keeps the entries in $kafka_dir/data: run this again and they are there."
+printf 'Start over with: rm -rf %q\n\n' "$kafka_dir"
 
 # walserver runs as a child so that Kafka can be stopped after it. A Ctrl-C reaches both this
-# script and walserver (Kafka runs in a session of its own); a SIGTERM reaches only the script,
-# which passes it on.
-"$walserver" --listen="$listen" "${args[@]}" &
+# script and walserver; other signals reach only the script, which passes them on. Replication
+# 1 fits one broker; it comes first so that options given to run.sh win.
+trap 'if [[ -n "$walserver_pid" ]]; then kill -TERM "$walserver_pid" 2>/dev/null; else exit 130; fi' \
+  INT TERM HUP
+"$walserver" --brokers="$(tests/kafka/kafka.sh bootstrap "$kafka_dir")" --replication_factor=1 \
+  --min_insync_replicas=1 --listen="$listen" "${args[@]}" &
 walserver_pid=$!
-trap 'kill -TERM "$walserver_pid" 2>/dev/null || true' INT TERM
-status=0
-while true; do
-  wait "$walserver_pid" && status=0 || status=$?
-  kill -0 "$walserver_pid" 2>/dev/null || break  # else a signal interrupted the wait
+while kill -0 "$walserver_pid" 2>/dev/null; do
+  wait "$walserver_pid" || true  # returns early when a signal's trap runs
 done
-trap - INT TERM
-echo "run.sh: walserver exited ($status); stopping Kafka" >&2
-tests/kafka/kafka.sh stop "$kafka_dir"
+status=0
+wait "$walserver_pid" || status=$?  # bash keeps the status of a child it has reaped
+echo "run.sh: walserver exited ($status)" >&2
 exit "$status"

@@ -177,7 +177,9 @@ start() {
     log "already running in $dir"
     return 0
   fi
-  if [[ ! -f "$dir/server.properties" ]]; then
+  # Formatted only once (the format writes data/meta.properties); a start interrupted before
+  # that (run.sh's state folder outlives it) begins again with new ports.
+  if [[ ! -f "$dir/data/meta.properties" ]]; then
     local port cport sport
     port=$(free_port)
     cport=$(free_port)

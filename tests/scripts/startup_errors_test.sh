@@ -40,6 +40,14 @@ expect_contains "$(output)" "choose another --listen"
 expect_exit 1 walserver "${ok_kafka[@]}" --listen=127.0.0.1:0 --http_listen="$first_http"
 expect_contains "$(output)" "--http_listen: cannot listen on $first_http"
 
+# A unix socket another walserver serves on is not taken over (gRPC would unlink it and bind).
+socket=$work/held.sock
+# shellcheck disable=SC2046
+start_walserver holder $(kafka_args holder) --listen="unix://$socket"
+expect_exit 1 walserver "${ok_kafka[@]}" --listen="unix://$socket" --http_listen=
+expect_contains "$(output)" "cannot listen on --listen=unix://$socket: another process serves on this socket"
+"$WALCTL" --server="unix://$socket" ls >/dev/null || fail "the holder lost its socket"
+
 # No broker at the address: what was tried, for how long, and where to look.
 closed_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 expect_exit 1 try --brokers="127.0.0.1:$closed_port" --topic_prefix="$prefix"
