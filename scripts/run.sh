@@ -75,37 +75,64 @@ if ! $local_kafka; then
 fi
 
 kafka_dir=$state_dir/kafka
+mkdir -p "$kafka_dir"
+# One run.sh per state folder: a second one would share the broker and stop it under the first.
+# The broker and walserver do not inherit the lock (9>&- below).
+exec 9>"$kafka_dir/run.lock"
+flock -n 9 || usage_error "another run.sh --local-kafka is using $kafka_dir"
+kafka_start_pid=""
 walserver_pid=""
 # However run.sh ends (Ctrl-C while Kafka starts, a broker that never serves, walserver's exit,
 # a closed terminal), walserver stops first and then Kafka, which runs in a session of its own.
+# Neither a second Ctrl-C nor a closed terminal or pipe may cut this short.
 stop_both() {
-  if [[ -n "$walserver_pid" ]] && kill -0 "$walserver_pid" 2>/dev/null; then
-    kill -TERM "$walserver_pid" 2>/dev/null || true
-    wait "$walserver_pid" 2>/dev/null || true
+  set +e
+  trap '' INT TERM HUP PIPE
+  if [[ -n "$kafka_start_pid" ]]; then
+    kill -TERM "$kafka_start_pid" 2>/dev/null
+    wait "$kafka_start_pid" 2>/dev/null
   fi
-  echo "run.sh: stopping Kafka" >&2
-  tests/kafka/kafka.sh stop "$kafka_dir" || true
+  if [[ -n "$walserver_pid" ]]; then
+    kill -TERM "$walserver_pid" 2>/dev/null
+    wait "$walserver_pid" 2>/dev/null
+  fi
+  tests/kafka/kafka.sh stop "$kafka_dir" >>"$kafka_dir/stop.log" 2>&1
+  echo "run.sh: Kafka stopped" >&2
 }
 trap stop_both EXIT
-trap 'exit 130' INT TERM HUP
-mkdir -p "$kafka_dir"
-# The broker keeps its ports and data in $kafka_dir from one run to the next.
-tests/kafka/kafka.sh start "$kafka_dir"
-echo "Kafka keeps the entries in $kafka_dir/data: run this again and they are there."
+# Until walserver runs, a signal ends run.sh (with the shell's usual status for it).
+on_signal() {
+  if [[ -n "$walserver_pid" ]]; then
+    kill -TERM "$walserver_pid" 2>/dev/null || true
+  else
+    exit "$1"
+  fi
+}
+trap 'on_signal 130' INT
+trap 'on_signal 143' TERM
+trap 'on_signal 129' HUP
+
+# The broker keeps its ports and data in $kafka_dir from one run to the next. It starts in the
+# background so that a signal is handled at once, not after the start (up to two minutes).
+tests/kafka/kafka.sh start "$kafka_dir" 9>&- &
+kafka_start_pid=$!
+wait "$kafka_start_pid"
+kafka_start_pid=""
+brokers=$(tests/kafka/kafka.sh bootstrap "$kafka_dir")
+echo "Kafka at $brokers keeps the entries in $kafka_dir/data: run this again and they are there."
 printf 'Start over with: rm -rf %q\n\n' "$kafka_dir"
 
 # walserver runs as a child so that Kafka can be stopped after it. A Ctrl-C reaches both this
 # script and walserver; other signals reach only the script, which passes them on. Replication
 # 1 fits one broker; it comes first so that options given to run.sh win.
-trap 'if [[ -n "$walserver_pid" ]]; then kill -TERM "$walserver_pid" 2>/dev/null; else exit 130; fi' \
-  INT TERM HUP
-"$walserver" --brokers="$(tests/kafka/kafka.sh bootstrap "$kafka_dir")" --replication_factor=1 \
-  --min_insync_replicas=1 --listen="$listen" "${args[@]}" &
+"$walserver" --brokers="$brokers" --replication_factor=1 --min_insync_replicas=1 \
+  --listen="$listen" "${args[@]}" 9>&- &
 walserver_pid=$!
 while kill -0 "$walserver_pid" 2>/dev/null; do
   wait "$walserver_pid" || true  # returns early when a signal's trap runs
 done
 status=0
 wait "$walserver_pid" || status=$?  # bash keeps the status of a child it has reaped
-echo "run.sh: walserver exited ($status)" >&2
+walserver_pid=""
+echo "run.sh: walserver exited ($status)" >&2 || true
 exit "$status"

@@ -1,6 +1,7 @@
 // walserver: a write-ahead-log service on Kafka. main() reads the options (server/flags.cc,
-// server/common/config.h), starts a WalServer (server/wal_server.h), waits for SIGINT or SIGTERM
-// and shuts it down. docs/ARCHITECTURE.md follows an Append and a Read from here to Kafka.
+// server/common/config.h), starts a WalServer (server/wal_server.h), waits for SIGINT, SIGTERM
+// or SIGHUP and shuts it down. docs/ARCHITECTURE.md follows an Append and a Read from here to
+// Kafka.
 #include <signal.h>
 #include <unistd.h>
 
@@ -63,6 +64,9 @@ int main(int argc, char** argv, char** envp) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
+  // A closed terminal (or run.sh passing it on) drains like SIGTERM instead of killing at once;
+  // under nohup SIGHUP is ignored and never arrives.
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   auto server = wal::WalServer::Start(*options);

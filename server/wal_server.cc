@@ -4,6 +4,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <condition_variable>
 #include <cstring>
 #include <filesystem>
@@ -69,19 +70,20 @@ absl::Status Validate(const ServerOptions& o) {
   return absl::OkStatus();
 }
 
-// True if a process accepts connections on the unix socket at `path` (a file left by a process
-// that is gone refuses them).
+// True if a process listens on the unix socket at `path` (a file left by a process that is
+// gone refuses connections). Non-blocking: a listener whose backlog is full answers EAGAIN.
 bool SomeoneListensOn(const std::string& path) {
   sockaddr_un address{};
   if (path.size() >= sizeof(address.sun_path)) return false;  // gRPC reports it
   address.sun_family = AF_UNIX;
   std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
-  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return false;
-  const bool accepted =
-      connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) == 0;
+  const bool listening =
+      connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) == 0 ||
+      errno == EAGAIN;
   close(fd);
-  return accepted;
+  return listening;
 }
 
 absl::StatusOr<std::string> ReadWholeFile(const std::string& path, absl::string_view what) {

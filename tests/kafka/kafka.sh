@@ -167,7 +167,18 @@ wait_ready() {
   return 1
 }
 
-running() { [[ -f "$dir/pid" ]] && kill -0 "$(cat "$dir/pid")" 2>/dev/null; }
+# Prints the pid in $dir/pid if that process is still this folder's broker: a pid file that
+# outlived a crash or a reboot (run.sh's state folder does) may name another process by now.
+broker_pid() {
+  local pid
+  [[ -f "$dir/pid" ]] || return 1
+  pid=$(cat "$dir/pid")
+  kill -0 "$pid" 2>/dev/null || return 1
+  grep -qaF -- "$(cd "$dir" && pwd)/server.properties" "/proc/$pid/cmdline" 2>/dev/null || return 1
+  echo "$pid"
+}
+
+running() { broker_pid >/dev/null; }
 
 start() {
   fetch
@@ -231,9 +242,7 @@ node() {
 
 stop() {
   local signal=$1 pid
-  [[ -f "$dir/pid" ]] || return 0
-  pid=$(cat "$dir/pid")
-  if kill -0 "$pid" 2>/dev/null; then
+  if pid=$(broker_pid); then
     kill "-$signal" "$pid" 2>/dev/null || true
     for _ in $(seq 1 60); do
       kill -0 "$pid" 2>/dev/null || break

@@ -45,6 +45,11 @@ W() { "$WALCTL" --server="$ADDR" "$@"; }
 W create 7 >/dev/null
 W append 7 first second third >/dev/null
 expect_contains "$(W read 7)" "third"
+# A second run.sh on the same folder would share the broker and stop it under the first.
+expect_exit 2 env WALSERVER="$WALSERVER" "$root/scripts/run.sh" --local-kafka --state_dir="$state" \
+  --listen=127.0.0.1:0 --http_listen=127.0.0.1:0
+expect_contains "$(cat "$work/err")" "another run.sh --local-kafka is using"
+expect_contains "$(W read 7)" "third"
 ctrl_c
 [[ -d "$state/kafka/data" ]] || fail "no Kafka data under --state_dir"
 
