@@ -46,8 +46,9 @@ W create 7 >/dev/null
 W append 7 first second third >/dev/null
 expect_contains "$(W read 7)" "third"
 # A second run.sh on the same folder would share the broker and stop it under the first.
-expect_exit 2 env WALSERVER="$WALSERVER" "$root/scripts/run.sh" --local-kafka --state_dir="$state" \
-  --listen=127.0.0.1:0 --http_listen=127.0.0.1:0
+# (Under timeout: without the lock it would serve, and the test must fail, not hang.)
+expect_exit 2 timeout -k 5 60 env WALSERVER="$WALSERVER" "$root/scripts/run.sh" --local-kafka \
+  --state_dir="$state" --listen=127.0.0.1:0 --http_listen=127.0.0.1:0
 expect_contains "$(cat "$work/err")" "another run.sh --local-kafka is using"
 expect_contains "$(W read 7)" "third"
 ctrl_c
