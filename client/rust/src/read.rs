@@ -1,0 +1,289 @@
+//! Reads as async streams of entries, retried on `Unavailable` until they delivered something.
+
+use std::collections::VecDeque;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use futures_util::stream::{BoxStream, Stream, StreamExt};
+use tokio::time::Instant;
+use tonic::codec::Streaming;
+use tonic::{Code, Status};
+
+use crate::client::{retry_backoff, retry_jitter, until, Client};
+use crate::proto::{Entry, ReadEnd, ReadManyRequest, ReadRequest, ReadResponse};
+
+/// One namespace to read: [`Client::read`].
+#[derive(Clone, Debug, Default)]
+pub struct ReadOptions {
+    /// The namespace.
+    pub namespace_id: u64,
+    /// The first entry id to return; 0: from the namespace's `first_entry_id`.
+    pub start_entry_id: u64,
+    /// At most this many entries; 0: no limit.
+    pub limit: u64,
+    /// Keep receiving entries appended after the read began, until the stream is dropped.
+    pub follow: bool,
+    /// Deadline of the whole read; `None` (or zero): [`crate::ClientOptions::timeout`], or none
+    /// for a follow read.
+    pub timeout: Option<Duration>,
+}
+
+impl ReadOptions {
+    /// The whole namespace, up to its end as seen when the read begins.
+    pub fn new(namespace_id: u64) -> Self {
+        ReadOptions { namespace_id, ..Default::default() }
+    }
+}
+
+/// One namespace of a [`Client::read_many`].
+#[derive(Clone, Debug, Default)]
+pub struct ReadStart {
+    /// The namespace; each at most once per read.
+    pub namespace_id: u64,
+    /// The first entry id to return; 0: from the namespace's `first_entry_id`.
+    pub start_entry_id: u64,
+    /// At most this many entries of this namespace; 0: no limit.
+    pub limit: u64,
+}
+
+/// Several namespaces replayed on one stream: [`Client::read_many`].
+#[derive(Clone, Debug, Default)]
+pub struct ReadManyOptions {
+    /// The namespaces, at most 1000.
+    pub namespaces: Vec<ReadStart>,
+    /// After each namespace's backlog, keep receiving its new entries until the stream is
+    /// dropped.
+    pub follow: bool,
+    /// Deadline of the whole read; `None` (or zero): [`crate::ClientOptions::timeout`], or none
+    /// for a follow read.
+    pub timeout: Option<Duration>,
+}
+
+/// What a [`ReadManyStream`] yields.
+#[derive(Clone, Debug)]
+pub enum ReadItem {
+    /// The next entry of one namespace (in id order within the namespace).
+    Entry(Entry),
+    /// One namespace's part ended, after its last entry: `code` 0 when it was read to its end
+    /// as seen when the read began, else the gRPC code a read of it alone would have ended with
+    /// (`NotFound`, `OutOfRange`, `DataLoss`...; the others go on). With `follow`,
+    /// `caught_up` says its backlog was sent and its new entries follow.
+    End(ReadEnd),
+}
+
+/// The entries of one namespace in id order, from [`Client::read`]. Ends (`None`) at the end of
+/// the log as seen when the read began, or after an `Err` saying why the read failed. Dropping
+/// it cancels the read on walserver.
+pub struct ReadStream {
+    inner: BoxStream<'static, Result<Entry, Status>>,
+}
+
+impl Stream for ReadStream {
+    type Item = Result<Entry, Status>;
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.inner.poll_next_unpin(cx)
+    }
+}
+
+/// The entries and ends of several namespaces, from [`Client::read_many`]. Ends (`None`) once
+/// every namespace ended, or after an `Err` of the call itself. Dropping it cancels the read.
+pub struct ReadManyStream {
+    inner: BoxStream<'static, Result<ReadItem, Status>>,
+}
+
+impl Stream for ReadManyStream {
+    type Item = Result<ReadItem, Status>;
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.inner.poll_next_unpin(cx)
+    }
+}
+
+/// Which call a [`Reader`] makes.
+#[derive(Clone)]
+enum Call {
+    One(ReadRequest),
+    Many(ReadManyRequest),
+}
+
+/// The state behind both streams: opens the call, retries it while nothing was delivered, and
+/// hands out what each response carries, one item at a time.
+struct Reader {
+    client: Client,
+    call: Call,
+    deadline: Option<Instant>,
+    retry: u32,
+    delivered: bool,
+    responses: Option<Streaming<ReadResponse>>,
+    items: VecDeque<ReadItem>,
+    done: bool,
+}
+
+impl Reader {
+    fn new(client: &Client, call: Call, follow: bool, timeout: Option<Duration>) -> Self {
+        let timeout = timeout.filter(|t| !t.is_zero());
+        let deadline =
+            if timeout.is_some() || !follow { Some(client.deadline(timeout)) } else { None };
+        Reader {
+            client: client.clone(),
+            call,
+            deadline,
+            retry: 0,
+            delivered: false,
+            responses: None,
+            items: VecDeque::new(),
+            done: false,
+        }
+    }
+
+    async fn next(&mut self) -> Option<Result<ReadItem, Status>> {
+        loop {
+            if let Some(item) = self.items.pop_front() {
+                self.delivered = true;
+                return Some(Ok(item));
+            }
+            if self.done {
+                return None;
+            }
+            let step = match self.responses.as_mut() {
+                Some(responses) => until(self.deadline, responses.message()).await,
+                None => match self.open().await {
+                    Ok(responses) => {
+                        self.responses = Some(responses);
+                        continue;
+                    }
+                    Err(status) => Err(status),
+                },
+            };
+            match step {
+                Ok(Some(response)) => {
+                    self.items.extend(response.entries.into_iter().map(ReadItem::Entry));
+                    self.items.extend(response.ends.into_iter().map(ReadItem::End));
+                }
+                Ok(None) => {
+                    self.done = true;
+                    return None;
+                }
+                Err(status) => {
+                    self.responses = None;
+                    if let Some(sleep) = self.retry_delay(&status) {
+                        tokio::time::sleep(sleep).await;
+                        self.retry += 1;
+                        continue;
+                    }
+                    self.done = true;
+                    return Some(Err(status));
+                }
+            }
+        }
+    }
+
+    async fn open(&self) -> Result<Streaming<ReadResponse>, Status> {
+        let mut stub = self.client.inner.stub.clone();
+        let response = match &self.call {
+            Call::One(request) => {
+                until(self.deadline, stub.read(self.client.request(*request, self.deadline)))
+                    .await?
+            }
+            Call::Many(request) => {
+                until(
+                    self.deadline,
+                    stub.read_many(self.client.request(request.clone(), self.deadline)),
+                )
+                .await?
+            }
+        };
+        Ok(response.into_inner())
+    }
+
+    /// How long to wait before reading again after `status`; None: the read ends with it.
+    fn retry_delay(&self, status: &Status) -> Option<Duration> {
+        if status.code() != Code::Unavailable
+            || self.delivered
+            || self.retry >= self.client.inner.options.max_retries
+        {
+            return None;
+        }
+        let sleep =
+            retry_jitter(retry_backoff(self.client.inner.options.retry_backoff, self.retry));
+        match self.deadline {
+            Some(deadline) if Instant::now() + sleep >= deadline => None,
+            _ => Some(sleep),
+        }
+    }
+
+    fn into_stream(self) -> BoxStream<'static, Result<ReadItem, Status>> {
+        futures_util::stream::unfold(self, |mut reader| async move {
+            let item = reader.next().await?;
+            Some((item, reader))
+        })
+        .boxed()
+    }
+}
+
+impl Client {
+    /// Reads one namespace: its entries with id >= `start_entry_id` in id order, up to the end
+    /// of the log as seen when the read began (or on and on with `follow`). The call starts on
+    /// the first poll; its errors come as the stream's one `Err`: `NotFound`,
+    /// `OutOfRange` (a start past the end or below `first_entry_id`), `DataLoss`,
+    /// `DeadlineExceeded`, `Unavailable` (retried while no entry was delivered). Entries written
+    /// by a fenced writer and retried copies are left out by walserver.
+    pub fn read(&self, options: ReadOptions) -> ReadStream {
+        let request = ReadRequest {
+            namespace_id: options.namespace_id,
+            start_entry_id: options.start_entry_id,
+            limit: options.limit,
+            follow: options.follow,
+        };
+        let reader = Reader::new(self, Call::One(request), options.follow, options.timeout);
+        let inner = reader
+            .into_stream()
+            .map(|item| match item {
+                Ok(ReadItem::Entry(entry)) => Ok(entry),
+                Ok(ReadItem::End(_)) => {
+                    Err(Status::internal("walclient: a ReadEnd on a Read stream"))
+                }
+                Err(status) => Err(status),
+            })
+            .boxed();
+        ReadStream { inner }
+    }
+
+    /// Reads a namespace into a vector (no follow); see [`Client::read`].
+    pub async fn read_all(
+        &self,
+        namespace_id: u64,
+        start_entry_id: u64,
+    ) -> Result<Vec<Entry>, Status> {
+        let mut entries = Vec::new();
+        let mut stream =
+            self.read(ReadOptions { start_entry_id, ..ReadOptions::new(namespace_id) });
+        while let Some(entry) = stream.next().await {
+            entries.push(entry?);
+        }
+        Ok(entries)
+    }
+
+    /// Replays several namespaces on one stream, as a datanode opens its regions: each
+    /// namespace's entries in id order (namespaces interleave) and, after its last entry, its
+    /// [`ReadItem::End`]. Errors of the call itself come as the stream's one `Err`:
+    /// `InvalidArgument` (id 0, a namespace named twice, more than 1000), `Unavailable`
+    /// (retried while nothing was delivered), `DeadlineExceeded`.
+    pub fn read_many(&self, options: ReadManyOptions) -> ReadManyStream {
+        let request = ReadManyRequest {
+            reads: options
+                .namespaces
+                .iter()
+                .map(|start| ReadRequest {
+                    namespace_id: start.namespace_id,
+                    start_entry_id: start.start_entry_id,
+                    limit: start.limit,
+                    follow: false,
+                })
+                .collect(),
+            follow: options.follow,
+        };
+        let reader = Reader::new(self, Call::Many(request), options.follow, options.timeout);
+        ReadManyStream { inner: reader.into_stream() }
+    }
+}

@@ -1,0 +1,464 @@
+//! The crate against a real walserver on the suite's real Kafka broker (see common/mod.rs).
+
+mod common;
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use common::Walserver;
+use futures_util::StreamExt;
+use walclient::log_store::{LogEntry, LogStore};
+use walclient::{
+    AppendRequest, Client, ClientOptions, Code, Entry, ReadItem, ReadManyOptions, ReadOptions,
+    ReadStart,
+};
+
+fn datas(entries: &[Entry]) -> Vec<String> {
+    entries.iter().map(|e| String::from_utf8_lossy(&e.data).into_owned()).collect()
+}
+
+fn entry(namespace_id: u64, data: &str) -> Entry {
+    Entry { namespace_id, data: data.as_bytes().to_vec().into(), ..Default::default() }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn append_and_read_round_trip() {
+    let server = Walserver::start("round_trip", &[]);
+    let client = server.client().await;
+
+    let created = client.create_namespace(11).await.unwrap();
+    assert!(created.created);
+    assert_eq!(created.namespace.namespace_id, 11);
+    assert!(!client.create_namespace(11).await.unwrap().created, "create is idempotent");
+
+    let ids = client.append_entries(11, ["one", "two", "three"]).await.unwrap();
+    assert_eq!(ids.len(), 3);
+    assert!(ids[0] < ids[1] && ids[1] < ids[2], "ids increase: {ids:?}");
+
+    let all = client.read_all(11, 0).await.unwrap();
+    assert_eq!(datas(&all), ["one", "two", "three"]);
+    assert_eq!(all.iter().map(|e| e.entry_id).collect::<Vec<_>>(), ids);
+    assert!(all.iter().all(|e| e.namespace_id == 11));
+
+    let from_second = client.read_all(11, ids[1]).await.unwrap();
+    assert_eq!(datas(&from_second), ["two", "three"]);
+    let limited: Vec<_> = client
+        .read(ReadOptions { limit: 1, ..ReadOptions::new(11) })
+        .collect::<Vec<_>>()
+        .await
+        .into_iter()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(datas(&limited), ["one"]);
+
+    // The unary path gives the same answers as the stream.
+    let unary =
+        Client::connect(ClientOptions { append_stream: false, ..server.options() }).await.unwrap();
+    let more = unary.append_entries(11, ["four"]).await.unwrap();
+    assert!(more[0] > ids[2]);
+    assert_eq!(datas(&client.read_all(11, 0).await.unwrap()), ["one", "two", "three", "four"]);
+
+    let namespace = client.get_namespace(11).await.unwrap();
+    assert!(namespace.next_entry_id > more[0]);
+    let listed = client.list_namespaces().await.unwrap();
+    assert_eq!(listed.iter().map(|n| n.namespace_id).collect::<Vec<_>>(), [11]);
+
+    // Bad input and unknown namespaces: the codes the docs promise, nothing written.
+    assert_eq!(client.create_namespace(0).await.unwrap_err().code(), Code::InvalidArgument);
+    assert_eq!(client.append_entries(12, ["x"]).await.unwrap_err().code(), Code::NotFound);
+    assert_eq!(
+        client.append(AppendRequest::default()).await.unwrap_err().code(),
+        Code::InvalidArgument
+    );
+    assert_eq!(client.read_all(12, 0).await.unwrap_err().code(), Code::NotFound);
+    assert_eq!(
+        client.read_all(11, namespace.next_entry_id + 100).await.unwrap_err().code(),
+        Code::OutOfRange
+    );
+    assert_eq!(client.get_namespace(11).await.unwrap().next_entry_id, namespace.next_entry_id);
+
+    client.delete_namespace(11).await.unwrap();
+    assert_eq!(client.get_namespace(11).await.unwrap_err().code(), Code::NotFound);
+    assert_eq!(client.delete_namespace(11).await.unwrap_err().code(), Code::NotFound);
+    assert!(client.list_namespaces().await.unwrap().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batches_of_several_namespaces() {
+    let server = Walserver::start("batches", &[]);
+    let client = server.client().await;
+    for ns in [1, 2, 3] {
+        client.create_namespace(ns).await.unwrap();
+    }
+    // One request, entries of three namespaces interleaved.
+    let mut request = AppendRequest::default();
+    for i in 0..4 {
+        for ns in [1, 2, 3] {
+            request.entries.push(entry(ns, &format!("{ns}-{i}")));
+        }
+    }
+    let ids = client.append(request).await.unwrap();
+    assert_eq!(ids.len(), 12);
+    for ns in [1u64, 2, 3] {
+        let theirs: Vec<u64> = ids.iter().skip(ns as usize - 1).step_by(3).copied().collect();
+        assert!(theirs.windows(2).all(|w| w[0] < w[1]), "namespace {ns}: {theirs:?}");
+        let read = client.read_all(ns, 0).await.unwrap();
+        assert_eq!(datas(&read), (0..4).map(|i| format!("{ns}-{i}")).collect::<Vec<_>>());
+        assert_eq!(read.iter().map(|e| e.entry_id).collect::<Vec<_>>(), theirs);
+    }
+
+    // The log store: the last id per namespace, and the same from its cached watermark.
+    let store = LogStore::new(client.clone());
+    let last = store
+        .append_batch(vec![
+            LogEntry::new(1, "1-4"),
+            LogEntry::new(3, "3-4"),
+            LogEntry::new(1, "1-5"),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(last.len(), 2);
+    let tail_1 = client.read_all(1, 0).await.unwrap();
+    assert_eq!(datas(&tail_1[4..]), ["1-4", "1-5"]);
+    assert_eq!(last[&1], tail_1.last().unwrap().entry_id);
+    assert_eq!(last[&3], client.read_all(3, 0).await.unwrap().last().unwrap().entry_id);
+    assert_eq!(store.latest_entry_id(1).await.unwrap(), last[&1]);
+    // Namespace 2 was not appended through the store: an upper bound from walserver.
+    assert!(store.latest_entry_id(2).await.unwrap() >= ids[10]);
+    assert_eq!(store.list_namespaces().await.unwrap().len(), 3);
+
+    // Replay of all three on one stream, plus one that does not exist.
+    let mut replay = client.read_many(ReadManyOptions {
+        namespaces: [1, 2, 3, 99]
+            .into_iter()
+            .map(|namespace_id| ReadStart { namespace_id, ..Default::default() })
+            .collect(),
+        ..Default::default()
+    });
+    let mut got: HashMap<u64, Vec<String>> = HashMap::new();
+    let mut ends = HashMap::new();
+    while let Some(item) = replay.next().await {
+        match item.unwrap() {
+            ReadItem::Entry(e) => {
+                assert!(!ends.contains_key(&e.namespace_id), "an entry after its namespace's end");
+                got.entry(e.namespace_id)
+                    .or_default()
+                    .push(String::from_utf8_lossy(&e.data).into_owned());
+            }
+            ReadItem::End(end) => {
+                ends.insert(end.namespace_id, end.code);
+            }
+        }
+    }
+    assert_eq!(ends, HashMap::from([(1, 0), (2, 0), (3, 0), (99, Code::NotFound as i32)]));
+    assert_eq!(got[&1], ["1-0", "1-1", "1-2", "1-3", "1-4", "1-5"]);
+    assert_eq!(got[&2], ["2-0", "2-1", "2-2", "2-3"]);
+    assert_eq!(got[&3], ["3-0", "3-1", "3-2", "3-3", "3-4"]);
+
+    // A namespace named twice is the caller's mistake.
+    let twice = ReadManyOptions {
+        namespaces: vec![ReadStart { namespace_id: 1, ..Default::default() }; 2],
+        ..Default::default()
+    };
+    let first = client.read_many(twice).next().await.unwrap();
+    assert_eq!(first.unwrap_err().code(), Code::InvalidArgument);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn truncate_and_obsolete() {
+    let server = Walserver::start("truncate", &[]);
+    let client = server.client().await;
+    client.create_namespace(5).await.unwrap();
+    let ids = client.append_entries(5, ["a", "b", "c", "d", "e"]).await.unwrap();
+
+    let namespace = client.truncate(5, ids[2]).await.unwrap();
+    assert_eq!(namespace.first_entry_id, ids[2]);
+    assert_eq!(datas(&client.read_all(5, 0).await.unwrap()), ["c", "d", "e"]);
+    assert_eq!(client.read_all(5, ids[1]).await.unwrap_err().code(), Code::OutOfRange);
+
+    // Monotonic: a lower point changes nothing.
+    assert_eq!(client.truncate(5, ids[0]).await.unwrap().first_entry_id, ids[2]);
+    let end = client.get_namespace(5).await.unwrap().next_entry_id;
+    assert_eq!(client.truncate(5, end + 1000).await.unwrap_err().code(), Code::OutOfRange);
+    assert_eq!(client.truncate(0, 1).await.unwrap_err().code(), Code::InvalidArgument);
+
+    // obsolete(id): that entry and those before it go.
+    let store = LogStore::new(client.clone());
+    store.obsolete(5, ids[3]).await.unwrap();
+    assert_eq!(datas(&client.read_all(5, 0).await.unwrap()), ["e"]);
+    assert_eq!(client.get_namespace(5).await.unwrap().first_entry_id, ids[3] + 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_older_epoch_is_fenced_and_its_late_writes_not_read() {
+    // Two walservers on the same topics, as two sidecars: the old writer's walserver may not
+    // have heard of the new epoch yet when the old writer appends.
+    let first = Walserver::start("fencing", &[]);
+    let second = Walserver::start_on(&first.prefix, &[]);
+    let old_writer = first.client().await;
+    let new_writer = second.client().await;
+
+    old_writer.create_namespace(9).await.unwrap();
+    let old_epoch = old_writer.acquire_namespace(9).await.unwrap().epoch;
+    old_writer.append_entries(9, ["old-1"]).await.unwrap();
+
+    let acquired = new_writer.acquire_namespace(9).await.unwrap();
+    assert!(acquired.epoch > old_epoch);
+    assert_eq!(acquired.namespace.epoch, acquired.epoch);
+    new_writer.append_entries(9, ["new-1"]).await.unwrap();
+
+    // The old writer keeps appending until its walserver refuses: every late write that got
+    // through must be invisible to reads.
+    let started = Instant::now();
+    let mut fenced = false;
+    let mut late = 0;
+    while started.elapsed() < Duration::from_secs(20) {
+        match old_writer.append_entries(9, [format!("late-{late}")]).await {
+            Ok(_) => late += 1,
+            Err(status) => {
+                assert_eq!(status.code(), Code::FailedPrecondition, "{status}");
+                fenced = true;
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(fenced, "the old writer was never refused");
+    new_writer.append_entries(9, ["new-2"]).await.unwrap();
+
+    // The new writer's walserver refuses the old epoch at once.
+    let mut stale = AppendRequest::default();
+    stale.entries.push(Entry { epoch: old_epoch, ..entry(9, "stale") });
+    assert_eq!(new_writer.append(stale).await.unwrap_err().code(), Code::FailedPrecondition);
+
+    for reader in [&old_writer, &new_writer] {
+        assert_eq!(datas(&reader.read_all(9, 0).await.unwrap()), ["old-1", "new-1", "new-2"]);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retried_append_is_read_once() {
+    let server = Walserver::start("retry", &[]);
+    let options = ClientOptions {
+        append_attempt_timeout: Duration::from_millis(1000),
+        retry_backoff: Duration::from_millis(50),
+        ..server.options()
+    };
+    let client = Client::connect(options).await.unwrap();
+    client.create_namespace(3).await.unwrap();
+    client.append_entries(3, ["before"]).await.unwrap();
+    let end_before = client.get_namespace(3).await.unwrap().next_entry_id;
+
+    // walserver freezes with the append on the wire: the first attempts run out of time and the
+    // client sends it again. Once walserver wakes, it reads and writes every copy.
+    server.pause();
+    let appending = tokio::spawn({
+        let client = client.clone();
+        async move { client.append_entries(3, ["once"]).await }
+    });
+    tokio::time::sleep(Duration::from_millis(2600)).await;
+    server.resume();
+    let ids = appending.await.unwrap().expect("the retried append succeeds");
+
+    // At least two copies are in Kafka (the slot holds only this namespace)...
+    let started = Instant::now();
+    let mut end_after = end_before;
+    while end_after < end_before + 2 && started.elapsed() < Duration::from_secs(10) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        end_after = client.get_namespace(3).await.unwrap().next_entry_id;
+    }
+    assert!(
+        end_after >= end_before + 2,
+        "no retry was written: slot end {end_before} -> {end_after}"
+    );
+    // ...and a read returns the entry once.
+    let read = client.read_all(3, 0).await.unwrap();
+    assert_eq!(datas(&read), ["before", "once"]);
+    assert!(read[1].entry_id <= ids[0]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_end_at_their_deadline() {
+    let server = Walserver::start("deadlines", &[]);
+    let options = ClientOptions { timeout: Duration::from_millis(1500), ..server.options() };
+    let client = Client::connect(options).await.unwrap();
+    client.create_namespace(4).await.unwrap();
+    client.append_entries(4, ["x"]).await.unwrap();
+
+    // A follow read with a deadline ends with DeadlineExceeded after delivering what there is.
+    let started = Instant::now();
+    let follow = ReadOptions {
+        follow: true,
+        timeout: Some(Duration::from_millis(800)),
+        ..ReadOptions::new(4)
+    };
+    let items: Vec<_> = client.read(follow).collect().await;
+    assert_eq!(items.len(), 2, "{items:?}");
+    assert_eq!(items[0].as_ref().unwrap().data.as_ref(), b"x");
+    assert_eq!(items[1].as_ref().unwrap_err().code(), Code::DeadlineExceeded);
+    assert!(started.elapsed() < Duration::from_secs(5));
+
+    // A walserver that answers nothing: each call ends at its deadline, retries included.
+    server.pause();
+    for call in ["get_namespace", "append", "read"] {
+        let started = Instant::now();
+        let status = match call {
+            "get_namespace" => client.get_namespace(4).await.map(|_| ()).unwrap_err(),
+            "append" => client.append_entries(4, ["y"]).await.map(|_| ()).unwrap_err(),
+            _ => client.read_all(4, 0).await.map(|_| ()).unwrap_err(),
+        };
+        let took = started.elapsed();
+        server_check(call, status.code(), took);
+    }
+    server.resume();
+    assert_eq!(client.get_namespace(4).await.unwrap().namespace_id, 4);
+}
+
+fn server_check(call: &str, code: Code, took: Duration) {
+    assert_eq!(code, Code::DeadlineExceeded, "{call}");
+    assert!(
+        took >= Duration::from_millis(1400) && took < Duration::from_secs(4),
+        "{call} took {took:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_read_blocks_no_one_and_is_cancelled_when_dropped() {
+    let server = Walserver::start("stalled", &[]);
+    let client = server.client().await;
+    client.create_namespace(6).await.unwrap();
+    // 8 MiB, more than the HTTP/2 windows hold, so the stalled reader really stalls walserver's
+    // side of its stream.
+    let payload = vec![b'p'; 4096];
+    for _ in 0..10 {
+        client.append_entries(6, std::iter::repeat_n(payload.clone(), 200)).await.unwrap();
+    }
+
+    let mut stalled = client.read(ReadOptions { follow: true, ..ReadOptions::new(6) });
+    assert!(stalled.next().await.unwrap().is_ok());
+    // The stalled stream is not polled again; another read of the same slot still completes.
+    let started = Instant::now();
+    assert_eq!(client.read_all(6, 0).await.unwrap().len(), 2000);
+    assert!(started.elapsed() < Duration::from_secs(15));
+    assert_eq!(server.metric("walserver_reads_in_progress"), 1.0, "the stalled read is open");
+
+    drop(stalled);
+    let started = Instant::now();
+    while server.metric("walserver_reads_in_progress") != 0.0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the dropped read still runs on walserver"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bearer_token_and_unix_socket() {
+    let dir = std::env::temp_dir().join(common::unique_prefix("auth"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let token_file = dir.join("token");
+    std::fs::write(&token_file, "s3cret\n").unwrap();
+    let socket = dir.join("wal.sock");
+    let server = Walserver::start(
+        "auth",
+        &[
+            format!("--auth_token_file={}", token_file.display()),
+            format!("--listen=unix://{}", socket.display()),
+        ],
+    );
+    let target = format!("unix://{}", socket.display());
+
+    let anonymous = Client::connect(ClientOptions { target: target.clone(), ..server.options() })
+        .await
+        .unwrap();
+    assert_eq!(anonymous.create_namespace(1).await.unwrap_err().code(), Code::Unauthenticated);
+    assert_eq!(anonymous.append_entries(1, ["x"]).await.unwrap_err().code(), Code::Unauthenticated);
+
+    let wrong =
+        ClientOptions { target: target.clone(), auth_token: "guess".into(), ..server.options() };
+    assert_eq!(
+        Client::connect(wrong).await.unwrap().get_namespace(1).await.unwrap_err().code(),
+        Code::Unauthenticated
+    );
+
+    let options = ClientOptions { target, auth_token: "s3cret".into(), ..server.options() };
+    let client = Client::connect(options).await.unwrap();
+    client.create_namespace(1).await.unwrap();
+    client.append_entries(1, ["x", "y"]).await.unwrap();
+    assert_eq!(datas(&client.read_all(1, 0).await.unwrap()), ["x", "y"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls() {
+    let dir = std::env::temp_dir().join(common::unique_prefix("tls"));
+    std::fs::create_dir_all(&dir).unwrap();
+    // A CA and a server certificate for 127.0.0.1 it signed.
+    let script = "openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 1 -subj /CN=test-ca \
+        && openssl req -newkey rsa:2048 -nodes -keyout server.key -out server.csr -subj /CN=localhost \
+        && printf 'subjectAltName=IP:127.0.0.1,DNS:localhost' > server.ext \
+        && openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem -days 1 -extfile server.ext";
+    let made =
+        std::process::Command::new("sh").arg("-c").arg(script).current_dir(&dir).output().unwrap();
+    assert!(made.status.success(), "openssl: {}", String::from_utf8_lossy(&made.stderr));
+    let server = Walserver::start(
+        "tls",
+        &[
+            format!("--tls_cert_file={}", dir.join("server.pem").display()),
+            format!("--tls_key_file={}", dir.join("server.key").display()),
+        ],
+    );
+
+    let options = ClientOptions { tls_ca_file: Some(dir.join("ca.pem")), ..server.options() };
+    let client = Client::connect(options).await.unwrap();
+    client.create_namespace(2).await.unwrap();
+    client.append_entries(2, ["secret"]).await.unwrap();
+    assert_eq!(datas(&client.read_all(2, 0).await.unwrap()), ["secret"]);
+
+    // Plaintext to a TLS listener fails, and so does a CA that did not sign the server's key.
+    let plain = ClientOptions { max_retries: 0, ..server.options() };
+    assert_eq!(
+        Client::connect(plain).await.unwrap().get_namespace(2).await.unwrap_err().code(),
+        Code::Unavailable
+    );
+    let wrong_ca = ClientOptions {
+        tls_ca_file: Some(dir.join("server.pem")),
+        max_retries: 0,
+        ..server.options()
+    };
+    assert!(Client::connect(wrong_ca).await.unwrap().get_namespace(2).await.is_err());
+
+    // Options that cannot work are refused at connect.
+    let missing = ClientOptions { tls_ca_file: Some(dir.join("nope.pem")), ..server.options() };
+    assert_eq!(Client::connect(missing).await.err().unwrap().code(), Code::InvalidArgument);
+    let half = ClientOptions { tls_cert_file: Some(dir.join("server.pem")), ..server.options() };
+    assert_eq!(Client::connect(half).await.err().unwrap().code(), Code::InvalidArgument);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_log_store_example_runs() {
+    let server = Walserver::start("example", &[]);
+    // cargo test builds the examples next to the test binaries' folder.
+    let test_binary = std::env::current_exe().unwrap();
+    let example = test_binary.parent().unwrap().parent().unwrap().join("examples/log_store");
+    let output = tokio::process::Command::new(&example).arg(&server.addr).output().await.unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{}: {stdout}{}",
+        example.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    for line in [
+        "region 1001: writer epoch 1",
+        "replay 1001: ",
+        "put cpu host=b 0.77",
+        "region 1001 after obsolete: 0 entries",
+    ] {
+        assert!(stdout.contains(line), "no {line:?} in:\n{stdout}");
+    }
+    let client = server.client().await;
+    assert_eq!(client.read_all(1002, 0).await.unwrap().len(), 1);
+}
