@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages walserver needs, and only those that are missing.
 #   scripts/setup.sh          build and run
-#   scripts/setup.sh --test   also what the tests need (Java and Maven for Kafka, kcat)
+#   scripts/setup.sh --test   also what the tests need (Java and Maven for Kafka, kcat, grpcurl,
+#                             and the Rust client's crates)
 set -euo pipefail
 
 packages=(g++ cmake ninja-build ccache pkg-config
@@ -32,4 +33,32 @@ if [[ "${1:-}" == "--test" ]] && ! command -v grpcurl >/dev/null && [[ ! -x "$HO
   [[ -x "$go" ]] || go=$(command -v go) || { echo "setup: grpcurl needs Go 1.21 or newer" >&2; exit 1; }
   echo "setup: installing grpcurl with $go" >&2
   "$go" install github.com/fullstorydev/grpcurl/cmd/grpcurl@v1.9.3
+fi
+
+# The Rust client (client/rust) builds with cargo and rustc 1.85 or newer (tonic 0.14) and
+# rustfmt: the machine's rustup toolchain (~/.cargo/bin), or Debian's cargo where it is new
+# enough (Debian 12's 1.63 is not). Its crates are fetched once, as Cargo.lock pins them, into
+# ~/.cargo/registry; test.sh then builds it offline.
+if [[ "${1:-}" == "--test" ]]; then
+  export PATH="$PATH:$HOME/.cargo/bin"
+  rust_ok() {
+    command -v cargo >/dev/null && cargo fmt --version >/dev/null 2>&1 || return 1
+    local v
+    v=$(rustc --version | awk '{print $2}')
+    [[ "$(printf '%s\n1.85.0\n' "$v" | sort -V | head -n1)" == "1.85.0" ]]
+  }
+  if ! rust_ok; then
+    sudo=""
+    [[ $(id -u) -eq 0 ]] || sudo=sudo
+    echo "setup: trying Debian's cargo and rustfmt for the Rust client" >&2
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends cargo rustfmt >/dev/null || true
+  fi
+  if ! rust_ok; then
+    echo "setup: the Rust client (client/rust) needs cargo, rustc 1.85 or newer and rustfmt;" \
+      "found: $(rustc --version 2>/dev/null || echo no rustc). Install a toolchain with rustup" \
+      "(https://rustup.rs, default profile) and run this again." >&2
+    exit 1
+  fi
+  crate="$(dirname "$0")/../client/rust"
+  (cd "$crate" && { cargo fetch --locked --offline >/dev/null 2>&1 || cargo fetch --locked; })
 fi

@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
-# The whole suite: installs what is missing (Java and Maven artifacts for Kafka included),
-# checks formatting, builds, starts a real Kafka broker, runs every test through ctest but the
-# fault tests, runs the unit and integration tests again built with AddressSanitizer and
+# The whole suite: installs what is missing (Java and Maven artifacts for Kafka, the Rust
+# client's crates), checks formatting, builds, starts a real Kafka broker, runs every test through
+# ctest but the fault tests, runs the Rust client's cargo tests against walserver on that broker,
+# runs the unit and integration tests again built with AddressSanitizer and
 # UndefinedBehaviorSanitizer and again with ThreadSanitizer, then starts a 3-node Kafka cluster
 # and runs the fault tests one at a time on it, runs the libFuzzer targets for 30 s each, stops
 # Kafka.
 #   scripts/test.sh [ctest options]          the whole suite (CI runs this)
-#   scripts/test.sh --quick [ctest options]  the inner loop: formatting, the plain build and
-#                                            every test but the fault tests, on real Kafka; no
-#                                            header check, sanitizer builds, cluster or fuzzing
+#   scripts/test.sh --quick [ctest options]  the inner loop: formatting, the plain build, every
+#                                            ctest test but the fault tests and the Rust
+#                                            client's tests, on real Kafka; no header check,
+#                                            clippy, sanitizer builds, cluster or fuzzing
 # Exits non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,11 +21,15 @@ if [[ "${1:-}" == "--quick" ]]; then
 fi
 
 ./scripts/setup.sh --test
-export PATH="$PATH:$HOME/go/bin"
+export PATH="$PATH:$HOME/go/bin:$HOME/.cargo/bin"
+# The Rust client's build outlives the clone, as ccache's objects do: a fresh clone rebuilds
+# only the crate itself.
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/walserver/rust-target}
 
 echo "== format check (clang-format, .clang-format)"
 mapfile -t sources < <(git ls-files '*.cc' '*.h' 2>/dev/null || find server client tests -name '*.cc' -o -name '*.h')
 clang-format --dry-run --Werror "${sources[@]}"
+(cd client/rust && cargo fmt --check)
 
 echo "== build"
 ./scripts/build.sh
@@ -39,6 +45,13 @@ export WAL_TEST_BROKERS=$KAFKA_BOOTSTRAP WAL_TEST_SASL_BROKERS=$KAFKA_SASL_BOOTS
 
 echo "== tests (Kafka at $WAL_TEST_BROKERS)"
 (cd "${BUILD_DIR:-build}" && ctest --output-on-failure -j2 -LE fault "$@")
+
+echo "== Rust client (client/rust): cargo test against walserver on the same Kafka"
+walserver_binary=$(realpath "${BUILD_DIR:-build}/server/walserver")
+(cd client/rust && WALSERVER=$walserver_binary cargo test --offline --locked -- --test-threads=2)
+if ! $quick; then
+  (cd client/rust && cargo clippy --offline --locked --all-targets -- -D warnings)
+fi
 if $quick; then
   echo "== quick run passed (the whole suite adds the sanitizer builds, fault tests and fuzzers)"
   exit 0

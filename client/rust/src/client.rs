@@ -553,3 +553,65 @@ fn channel(options: &ClientOptions) -> Result<Channel, Status> {
     }
     Ok(endpoint.connect_lazy())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_up_to_two_seconds_and_jitter_stays_in_its_half() {
+        let first = Duration::from_millis(100);
+        let waits: Vec<u128> = (0..7).map(|r| retry_backoff(first, r).as_millis()).collect();
+        assert_eq!(waits, [100, 200, 400, 800, 1600, 2000, 2000]);
+        assert_eq!(retry_backoff(first, 1000), Duration::from_secs(2));
+        for _ in 0..1000 {
+            let wait = retry_jitter(Duration::from_millis(800));
+            assert!(wait >= Duration::from_millis(400) && wait <= Duration::from_millis(800));
+        }
+        assert_eq!(retry_jitter(Duration::ZERO), Duration::ZERO);
+    }
+
+    #[test]
+    fn answers_keep_their_code_and_local_failures_get_grpc_codes() {
+        // An answer from walserver (no source) is left as it is, Unknown included.
+        for code in [Code::Unknown, Code::Cancelled, Code::NotFound, Code::FailedPrecondition] {
+            assert_eq!(local_failure_code(Status::new(code, "x")).code(), code);
+        }
+        let timer = Status::from_error(Box::new(tonic::TimeoutExpired(())));
+        assert_eq!(timer.code(), Code::Cancelled, "what tonic gives");
+        assert_eq!(local_failure_code(timer).code(), Code::DeadlineExceeded);
+        let broken = Status::from_error(Box::new(std::io::Error::other("connection closed")));
+        assert_eq!(broken.code(), Code::Unknown, "what tonic gives");
+        assert_eq!(local_failure_code(broken).code(), Code::Unavailable);
+    }
+
+    #[tokio::test]
+    async fn options_that_cannot_work_are_refused_at_connect() {
+        let bad = |f: fn(&mut ClientOptions)| {
+            let mut options = ClientOptions::new("127.0.0.1:1");
+            f(&mut options);
+            options
+        };
+        let cases: Vec<ClientOptions> = vec![
+            bad(|o| o.target = String::new()),
+            bad(|o| o.target = "http://bad host:1".into()),
+            bad(|o| o.auth_token = "line\nbreak".into()),
+            bad(|o| o.target = "https://127.0.0.1:1".into()),
+            bad(|o| o.tls_cert_file = Some("/nonexistent".into())),
+            bad(|o| {
+                o.target = "unix:///tmp/x.sock".into();
+                o.tls_ca_file = Some("/etc/hostname".into());
+            }),
+        ];
+        for options in cases {
+            let described = format!("{options:?}");
+            let status = Client::connect(options).await.err().expect(&described);
+            assert_eq!(status.code(), Code::InvalidArgument, "{described}: {status}");
+        }
+        // Lazy: a client is made without a server, and its calls say Unavailable.
+        let options = ClientOptions { max_retries: 0, ..ClientOptions::new("127.0.0.1:1") };
+        let client = Client::connect(options).await.unwrap();
+        assert_ne!(client.writer_id(), 0);
+        assert_eq!(client.get_namespace(1).await.unwrap_err().code(), Code::Unavailable);
+    }
+}

@@ -462,3 +462,29 @@ async fn the_log_store_example_runs() {
     let client = server.client().await;
     assert_eq!(client.read_all(1002, 0).await.unwrap().len(), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn appends_go_on_across_a_walserver_restart() {
+    let dir = std::env::temp_dir().join(common::unique_prefix("restart"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let listen = [format!("--listen=unix://{}", dir.join("wal.sock").display())];
+    let first = Walserver::start("restart", &listen);
+    let prefix = first.prefix.clone();
+    let client = first.client().await;
+    client.create_namespace(8).await.unwrap();
+    client.append_entries(8, ["before"]).await.unwrap();
+
+    // kill -9 under the client's append stream; the append made meanwhile waits for the next
+    // walserver on the same socket and topics, on a new stream.
+    drop(first);
+    let appending = tokio::spawn({
+        let client = client.clone();
+        async move { client.append_entries(8, ["during"]).await }
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let _second = Walserver::start_on(&prefix, &listen);
+    appending.await.unwrap().expect("the append made while walserver restarted");
+    client.append_entries(8, ["after"]).await.unwrap();
+    assert_eq!(datas(&client.read_all(8, 0).await.unwrap()), ["before", "during", "after"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
