@@ -21,7 +21,7 @@ if [[ "${1:-}" == "--quick" ]]; then
 fi
 
 ./scripts/setup.sh --test
-export PATH="$PATH:$HOME/go/bin:$HOME/.cargo/bin"
+export PATH="$HOME/.cargo/bin:$PATH:$HOME/go/bin"  # rustup's cargo before any older one
 # The Rust client's build outlives the clone, as ccache's objects do: a fresh clone rebuilds
 # only the crate itself.
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/walserver/rust-target}

@@ -1,15 +1,19 @@
 //! Appends multiplexed on one `AppendStream` call that all clones of a Client share.
 //!
-//! Each append attempt is tagged with a request id, sent, and answered once by id. The caller
+//! Each append attempt is tagged with a request id, queued, and answered once by id. The caller
 //! (Client::append) waits with its attempt's deadline and retries on its own, so this file only
-//! carries messages: a stream that fails fails every attempt waiting on it, and the next attempt
-//! opens a new stream.
+//! carries messages. A stream that ends fails every attempt waiting on it (their outcome is
+//! unknown: UNAVAILABLE, so they are retried), and the next attempt opens a new stream. An
+//! attempt that runs out of time retires its stream too: a walserver that stopped answering, or
+//! a connection that stopped moving, must not keep every later append waiting on it.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use prost::Message;
 use tokio::sync::{mpsc, oneshot};
+use tokio::task::AbortHandle;
 use tokio::time::Instant;
 use tonic::{Code, Status};
 
@@ -18,6 +22,10 @@ use crate::proto::{AppendRequest, AppendStreamRequest, StreamedAppend};
 
 /// walserver refuses more appends than this in one message.
 const MAX_APPENDS_PER_MESSAGE: usize = 4096;
+/// A message carries at most this many bytes of appends, unless one append alone is larger;
+/// requests larger than this go as unary calls (walserver takes at most its entry limit plus
+/// 4 MiB in one message, and one large message would hold up the small ones behind it).
+pub(crate) const MAX_MESSAGE_BYTES: usize = 4 << 20;
 
 type Answer = oneshot::Sender<Result<Vec<u64>, Status>>;
 
@@ -28,10 +36,19 @@ pub(crate) struct AppendStreamer {
     current: Mutex<Option<OpenStream>>,
 }
 
-/// The sending half of the stream in use. Dropping it (with the Client) ends the stream.
+/// The stream in use. Dropping it (with the Client) ends the stream once walserver answered.
 struct OpenStream {
-    outbound: mpsc::UnboundedSender<StreamedAppend>,
+    outbound: mpsc::UnboundedSender<Queued>,
     waiting: Arc<Waiting>,
+    /// Cancels the call: its task owns the response, and the request body with it.
+    task: AbortHandle,
+}
+
+/// An attempt waiting for its message to be written.
+struct Queued {
+    request_id: u64,
+    request: AppendRequest,
+    deadline: Instant,
 }
 
 /// Attempts sent on one stream and not yet answered.
@@ -43,21 +60,39 @@ struct Waiting {
 #[derive(Default)]
 struct WaitingState {
     answers: HashMap<u64, Answer>,
-    /// Set once, when the stream ended; later attempts must open a new one.
-    closed: bool,
+    /// Set once, with why, when the stream ended; later attempts must open a new one.
+    ended: Option<Status>,
 }
 
 impl Waiting {
-    /// Fails every attempt still waiting, and every one that would start waiting later.
-    fn close(&self, status: &Status) {
+    /// Fails every attempt still waiting, and every one that would start waiting later. The
+    /// first end wins.
+    fn end(&self, status: Status) {
         let answers = {
             let mut state = self.state.lock().unwrap();
-            state.closed = true;
+            if state.ended.is_some() {
+                return;
+            }
+            state.ended = Some(status.clone());
             std::mem::take(&mut state.answers)
         };
         for (_, answer) in answers {
             let _ = answer.send(Err(status.clone()));
         }
+    }
+
+    fn is_waiting(&self, request_id: u64) -> bool {
+        self.state.lock().unwrap().answers.contains_key(&request_id)
+    }
+}
+
+/// Ends the stream's Waiting however its task ends: finished, failed, or dropped with its
+/// runtime.
+struct EndOnDrop(Arc<Waiting>);
+
+impl Drop for EndOnDrop {
+    fn drop(&mut self) {
+        self.0.end(Status::unavailable("walclient: the append stream ended"));
     }
 }
 
@@ -70,6 +105,21 @@ struct StopWaiting<'a> {
 impl Drop for StopWaiting<'_> {
     fn drop(&mut self) {
         self.waiting.state.lock().unwrap().answers.remove(&self.request_id);
+    }
+}
+
+/// What an ended stream means for the appends it did not answer: their outcome is unknown, and
+/// retrying them is safe (same writer id and sequences), so UNAVAILABLE, as walclient in C++
+/// says, whatever the transport reported (a reset, a GOAWAY, an oversized message). Only an
+/// answer about the caller itself is final, and UNIMPLEMENTED, which sends them as unary calls.
+fn stream_end_status(status: Status) -> Status {
+    match status.code() {
+        Code::Unauthenticated | Code::PermissionDenied | Code::Unimplemented => status,
+        _ => Status::unavailable(format!(
+            "walclient: the append stream ended ({:?}: {}); the outcome is unknown",
+            status.code(),
+            status.message()
+        )),
     }
 }
 
@@ -87,7 +137,7 @@ impl AppendStreamer {
     }
 
     /// One attempt of a stamped append: its ids, its own error as Append would answer it, the
-    /// stream's error (outcome unknown), or DeadlineExceeded at `deadline`.
+    /// stream's error (UNAVAILABLE: outcome unknown), or DeadlineExceeded at `deadline`.
     pub(crate) async fn append(
         &self,
         client: &Client,
@@ -99,57 +149,105 @@ impl AppendStreamer {
         let (outbound, waiting) = self.stream(client);
         {
             let mut state = waiting.state.lock().unwrap();
-            if state.closed {
-                return Err(Status::unavailable("walclient: the append stream ended"));
+            if let Some(status) = &state.ended {
+                return Err(status.clone());
             }
             state.answers.insert(request_id, answer);
         }
         let _stop = StopWaiting { waiting: &waiting, request_id };
-        let timeout_ms = deadline
-            .saturating_duration_since(Instant::now())
-            .as_millis()
-            .clamp(1, u32::MAX as u128) as u32;
-        let append = StreamedAppend { request_id, append: Some(request.clone()), timeout_ms };
-        if outbound.send(append).is_err() {
+        let queued = Queued { request_id, request: request.clone(), deadline };
+        if outbound.send(queued).is_err() {
+            // The task that owns the receiving end is gone.
+            waiting.end(Status::unavailable("walclient: the append stream ended"));
             return Err(Status::unavailable("walclient: the append stream ended"));
         }
-        until(Some(deadline), async {
+        let result = until(Some(deadline), async {
             answered
                 .await
                 .unwrap_or_else(|_| Err(Status::unavailable("walclient: the append stream ended")))
         })
-        .await
+        .await;
+        if matches!(&result, Err(status) if status.code() == Code::DeadlineExceeded) {
+            // No answer in a whole attempt's time: the stream is stuck (a frozen walserver, a
+            // connection that stopped moving). The retry goes on a new one.
+            self.retire(&waiting);
+        }
+        result
+    }
+
+    /// Cancels the stream `waiting` belongs to, if it is still the one in use; the attempts
+    /// waiting on it fail with UNAVAILABLE and are retried on the next.
+    fn retire(&self, waiting: &Arc<Waiting>) {
+        let retired = {
+            let mut current = self.current.lock().unwrap();
+            match current.as_ref() {
+                Some(open) if Arc::ptr_eq(&open.waiting, waiting) => current.take(),
+                _ => None,
+            }
+        };
+        if let Some(open) = retired {
+            open.task.abort();
+            open.waiting.end(Status::unavailable(
+                "walclient: no answer on the append stream within an attempt's time",
+            ));
+        }
     }
 
     /// The stream in use, or a new one if there is none or it ended.
-    fn stream(&self, client: &Client) -> (mpsc::UnboundedSender<StreamedAppend>, Arc<Waiting>) {
+    fn stream(&self, client: &Client) -> (mpsc::UnboundedSender<Queued>, Arc<Waiting>) {
         let mut current = self.current.lock().unwrap();
         if let Some(open) = current.as_ref() {
-            if !open.waiting.state.lock().unwrap().closed {
+            if open.waiting.state.lock().unwrap().ended.is_none() {
                 return (open.outbound.clone(), open.waiting.clone());
             }
         }
-        let (outbound, queue) = mpsc::unbounded_channel::<StreamedAppend>();
+        let (outbound, queue) = mpsc::unbounded_channel::<Queued>();
         let waiting = Arc::new(Waiting::default());
-        *current = Some(OpenStream { outbound: outbound.clone(), waiting: waiting.clone() });
-        drop(current);
 
-        // What was queued while the previous message was on the wire goes in one message.
-        let messages = futures_util::stream::unfold(queue, |mut queue| async move {
-            let mut appends = vec![queue.recv().await?];
-            while appends.len() < MAX_APPENDS_PER_MESSAGE {
-                match queue.try_recv() {
-                    Ok(append) => appends.push(append),
-                    Err(_) => break,
+        // A message is built when the connection can take it: what was queued meanwhile goes
+        // together, attempts that gave up are left out, and each carries the time it has left
+        // from now (walserver counts it from when it reads the message).
+        let state = (queue, waiting.clone(), None::<Queued>);
+        let messages =
+            futures_util::stream::unfold(state, |(mut queue, waiting, carry)| async move {
+                let mut appends = Vec::new();
+                let mut bytes = 0;
+                let mut next = carry;
+                loop {
+                    let queued = match next.take() {
+                        Some(queued) => queued,
+                        None if appends.is_empty() => queue.recv().await?,
+                        None => match queue.try_recv() {
+                            Ok(queued) => queued,
+                            Err(_) => break,
+                        },
+                    };
+                    let left = queued.deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() || !waiting.is_waiting(queued.request_id) {
+                        continue;
+                    }
+                    let size = queued.request.encoded_len();
+                    if !appends.is_empty()
+                        && (bytes + size > MAX_MESSAGE_BYTES
+                            || appends.len() >= MAX_APPENDS_PER_MESSAGE)
+                    {
+                        next = Some(queued);
+                        break;
+                    }
+                    bytes += size;
+                    appends.push(StreamedAppend {
+                        request_id: queued.request_id,
+                        append: Some(queued.request),
+                        timeout_ms: left.as_millis().clamp(1, u32::MAX as u128) as u32,
+                    });
                 }
-            }
-            Some((AppendStreamRequest { appends }, queue))
-        });
+                Some((AppendStreamRequest { appends }, (queue, waiting, next)))
+            });
         let request = client.request(messages, None);
         let mut stub = client.inner.stub.clone();
         let supported = self.supported.clone();
-        let answers = waiting.clone();
-        tokio::spawn(async move {
+        let answers = EndOnDrop(waiting.clone());
+        let task = tokio::spawn(async move {
             let end = match stub.append_stream(request).await {
                 Err(status) => status,
                 Ok(response) => {
@@ -159,6 +257,7 @@ impl AppendStreamer {
                             Ok(Some(message)) => {
                                 for result in message.results {
                                     let answer = answers
+                                        .0
                                         .state
                                         .lock()
                                         .unwrap()
@@ -172,12 +271,9 @@ impl AppendStreamer {
                                     });
                                 }
                             }
-                            // Ended without error: walserver is shutting down. The appends not
-                            // answered have unknown outcomes, like a lost connection's.
+                            // Ended without error: walserver is shutting down.
                             Ok(None) => {
-                                break Status::unavailable(
-                                    "walclient: walserver ended the append stream",
-                                )
+                                break Status::unavailable("walserver ended the append stream")
                             }
                             Err(status) => break status,
                         }
@@ -187,7 +283,12 @@ impl AppendStreamer {
             if end.code() == Code::Unimplemented {
                 supported.store(false, Ordering::Relaxed);
             }
-            answers.close(&end);
+            answers.0.end(stream_end_status(end));
+        });
+        *current = Some(OpenStream {
+            outbound: outbound.clone(),
+            waiting: waiting.clone(),
+            task: task.abort_handle(),
         });
         (outbound, waiting)
     }

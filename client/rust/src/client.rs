@@ -6,12 +6,13 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use hyper_util::rt::TokioIo;
+use prost::Message;
 use tokio::time::Instant;
 use tonic::metadata::{Ascii, MetadataValue};
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity, Uri};
 use tonic::{Code, Request, Status};
 
-use crate::append_stream::AppendStreamer;
+use crate::append_stream::{AppendStreamer, MAX_MESSAGE_BYTES};
 use crate::proto::wal_service_client::WalServiceClient;
 use crate::proto::{self, AppendRequest, Entry, Namespace};
 
@@ -214,11 +215,13 @@ impl Client {
         self.stamp(&mut request);
         let options = &self.inner.options;
         let deadline = self.deadline(None);
+        // A request larger than a stream message goes as unary calls (see append_stream.rs).
+        let request_bytes = request.encoded_len();
         let mut retry = 0;
         loop {
             let attempt_deadline = deadline.min(Instant::now() + options.append_attempt_timeout);
             let streamed = match &self.inner.streamer {
-                Some(streamer) if streamer.supported() => {
+                Some(streamer) if streamer.supported() && request_bytes <= MAX_MESSAGE_BYTES => {
                     Some(streamer.append(self, &request, attempt_deadline).await)
                 }
                 _ => None,
@@ -432,21 +435,28 @@ pub(crate) async fn until<T>(
 }
 
 /// Gives failures that happened on this side the codes a C++ gRPC client gives them, which the
-/// retry rules and the documented codes assume: tonic reports its own deadline timer as
-/// `Cancelled`, and a broken connection or a protocol failure (say, plaintext to a TLS
-/// listener) as `Unknown`. Answers from walserver carry no source and keep their code.
+/// retry rules and the documented codes assume. tonic reports its own deadline timer as
+/// `Cancelled`; a connection that broke, closed, or was reset, or a protocol failure (say,
+/// plaintext to a TLS listener), as `Unknown`, `Cancelled` or `Internal`: those are
+/// `Unavailable`, as in C++. Answers from walserver carry no source and keep their code.
 fn local_failure_code(status: Status) -> Status {
     use std::error::Error;
+    let mut transport = false;
     let mut source = status.source();
     while let Some(error) = source {
         if error.downcast_ref::<tonic::TimeoutExpired>().is_some() {
             return Status::deadline_exceeded("walclient: the call's deadline passed");
         }
+        transport |= error.is::<hyper::Error>()
+            || error.is::<h2::Error>()
+            || error.is::<std::io::Error>()
+            || error.is::<tonic::transport::Error>();
         source = error.source();
     }
-    if status.code() == Code::Unknown && status.source().is_some() {
+    if transport || (status.code() == Code::Unknown && status.source().is_some()) {
         return Status::unavailable(format!(
-            "walclient: connection to walserver failed: {}",
+            "walclient: connection to walserver failed ({:?}: {})",
+            status.code(),
             status.message()
         ));
     }

@@ -25,7 +25,7 @@ use bytes::Bytes;
 
 use crate::proto::{AppendRequest, Entry, Namespace};
 use crate::read::{ReadOptions, ReadStream};
-use crate::{Client, Status};
+use crate::{Client, Code, Status};
 
 /// One entry of [`LogStore::append_batch`]: data for one region's namespace.
 #[derive(Clone, Debug)]
@@ -70,7 +70,13 @@ impl LogStore {
     /// for writing calls it before replaying, so that the region's previous owner can no longer
     /// append (`FailedPrecondition`) and what it still writes is not read.
     pub async fn open_for_write(&self, namespace_id: u64) -> Result<u64, Status> {
+        // Another writer may have appended since this store last did.
+        self.forget(namespace_id);
         Ok(self.client.acquire_namespace(namespace_id).await?.epoch)
+    }
+
+    fn forget(&self, namespace_id: u64) {
+        self.latest.lock().unwrap().remove(&namespace_id);
     }
 
     /// Appends entries of any number of regions in one request and returns, per region, the id
@@ -86,7 +92,18 @@ impl LogStore {
                 .collect(),
             writer_id: 0,
         };
-        let ids = self.client.append(request).await?;
+        let ids = match self.client.append(request).await {
+            Ok(ids) => ids,
+            Err(status) => {
+                if status.code() == Code::FailedPrecondition {
+                    // Fenced: another writer owns these regions now and appends past our ids.
+                    for namespace_id in &namespaces {
+                        self.forget(*namespace_id);
+                    }
+                }
+                return Err(status);
+            }
+        };
         let mut last = HashMap::new();
         for (namespace_id, id) in namespaces.into_iter().zip(ids) {
             let slot = last.entry(namespace_id).or_insert(id);
@@ -127,9 +144,12 @@ impl LogStore {
     }
 
     /// The latest entry id of a region, from a cached watermark: exact for a region this store
-    /// appended to (the highest id it got back). For any other region it asks walserver once
-    /// and caches `next_entry_id - 1`, an upper bound: the end of the region's slot, which other
-    /// regions' entries share, and 0 for a slot never written. `NotFound` for an unknown region.
+    /// appended to since it last opened it for writing, as long as no other writer appends to
+    /// it (the fencing of [`LogStore::open_for_write`] sees to that). For any other region it
+    /// asks walserver once and caches `next_entry_id - 1`, an upper bound: the end of the
+    /// region's slot, which other regions' entries share, and 0 for a slot never written.
+    /// Opening a region for writing, or being fenced out of it, forgets its watermark.
+    /// `NotFound` for an unknown region.
     pub async fn latest_entry_id(&self, namespace_id: u64) -> Result<u64, Status> {
         if let Some(id) = self.latest.lock().unwrap().get(&namespace_id) {
             return Ok(*id);

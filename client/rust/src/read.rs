@@ -24,8 +24,8 @@ pub struct ReadOptions {
     pub limit: u64,
     /// Keep receiving entries appended after the read began, until the stream is dropped.
     pub follow: bool,
-    /// Deadline of the whole read; `None` (or zero): [`crate::ClientOptions::timeout`], or none
-    /// for a follow read.
+    /// Deadline of the whole read, counted from the call to [`Client::read`]; `None` (or zero):
+    /// [`crate::ClientOptions::timeout`], or none for a follow read.
     pub timeout: Option<Duration>,
 }
 
@@ -55,8 +55,8 @@ pub struct ReadManyOptions {
     /// After each namespace's backlog, keep receiving its new entries until the stream is
     /// dropped.
     pub follow: bool,
-    /// Deadline of the whole read; `None` (or zero): [`crate::ClientOptions::timeout`], or none
-    /// for a follow read.
+    /// Deadline of the whole read, counted from the call to [`Client::read_many`]; `None` (or
+    /// zero): [`crate::ClientOptions::timeout`], or none for a follow read.
     pub timeout: Option<Duration>,
 }
 

@@ -153,3 +153,72 @@ impl Drop for Walserver {
         }
     }
 }
+
+/// A TCP proxy in front of walserver that can lose walserver's answers: what was sent reaches
+/// walserver, what comes back is dropped, and then the connections break, as when a network
+/// fails after the request went through.
+pub struct Proxy {
+    pub addr: String,
+    swallow: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    kill: tokio::sync::broadcast::Sender<()>,
+}
+
+impl Proxy {
+    pub async fn start(upstream: &str) -> Proxy {
+        use std::sync::atomic::Ordering;
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let swallow = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (kill, _) = tokio::sync::broadcast::channel::<()>(4);
+        let proxy = Proxy { addr, swallow: swallow.clone(), kill: kill.clone() };
+        let upstream = upstream.to_string();
+        tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let Ok(server) = tokio::net::TcpStream::connect(&upstream).await else { continue };
+                let mut killed = kill.subscribe();
+                let swallow = swallow.clone();
+                tokio::spawn(async move {
+                    let (mut client_in, mut client_out) = client.into_split();
+                    let (mut server_in, mut server_out) = server.into_split();
+                    let up = tokio::io::copy(&mut client_in, &mut server_out);
+                    let down = async {
+                        let mut buffer = vec![0u8; 64 << 10];
+                        loop {
+                            let n = server_in.read(&mut buffer).await.unwrap_or(0);
+                            if n == 0 {
+                                return;
+                            }
+                            if swallow.load(Ordering::SeqCst) {
+                                continue;
+                            }
+                            if client_out.write_all(&buffer[..n]).await.is_err() {
+                                return;
+                            }
+                        }
+                    };
+                    // Either side closing, or kill, drops both connections.
+                    tokio::select! {
+                        _ = up => {}
+                        _ = down => {}
+                        _ = killed.recv() => {}
+                    }
+                });
+            }
+        });
+        proxy
+    }
+
+    /// Drops everything walserver sends for `time`, then breaks every connection.
+    pub async fn lose_answers_for(&self, time: Duration) {
+        use std::sync::atomic::Ordering;
+        self.swallow.store(true, Ordering::SeqCst);
+        tokio::time::sleep(time).await;
+        self.swallow.store(false, Ordering::SeqCst);
+        let _ = self.kill.send(());
+    }
+
+    pub fn start_losing_answers(&self) {
+        self.swallow.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
