@@ -8,11 +8,13 @@
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
 #include "client/append_streamer.h"
 #include "client/retry.h"
 #include "grpcpp/alarm.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
+#include "server/common/crc32c.h"
 
 namespace wal {
 
@@ -133,6 +135,12 @@ absl::Status Client::WithRetries(system_clock::time_point deadline,
 
 void Client::Stamp(v1::AppendRequest* request) {
   if (request->writer_id() == 0) request->set_writer_id(writer_id_);
+  // Outside the lock: checksums of large entries take a while.
+  if (options_.checksums) {
+    for (v1::Entry& e : *request->mutable_entries()) {
+      if (!e.has_crc32c()) e.set_crc32c(Crc32c(e.data()));
+    }
+  }
   std::lock_guard<std::mutex> lock(mu_);
   for (v1::Entry& e : *request->mutable_entries()) {
     if (e.sequence() == 0) e.set_sequence(++last_sequence_[e.namespace_id()]);
@@ -313,6 +321,12 @@ ReadStream::~ReadStream() {
 
 bool ReadStream::Next(v1::Entry* entry) {
   while (next_in_batch_ >= batch_.entries_size()) {
+    if (!gaps_passed_) {  // a message's gaps come after its entries
+      gaps_passed_ = true;
+      if (on_gap_) {
+        for (const v1::Gap& gap : batch_.gaps()) on_gap_(gap);
+      }
+    }
     if (done_) return false;
     batch_.Clear();
     next_in_batch_ = 0;
@@ -321,15 +335,38 @@ bool ReadStream::Next(v1::Entry* entry) {
       status_ = FromGrpcStatus(reader_->Finish());
       return false;
     }
+    gaps_passed_ = batch_.gaps().empty();
   }
   entry->Swap(batch_.mutable_entries(next_in_batch_++));
+  if (verify_checksums_) {
+    if (absl::Status s = CheckEntryChecksum(*entry); !s.ok()) {
+      ctx_->TryCancel();
+      reader_->Finish();
+      done_ = true;
+      status_ = std::move(s);
+      return false;
+    }
+  }
   return true;
+}
+
+absl::Status CheckEntryChecksum(const v1::Entry& entry) {
+  if (!entry.has_crc32c()) return absl::OkStatus();  // a walserver from before checksums
+  const uint32_t actual = Crc32c(entry.data());
+  if (actual == entry.crc32c()) return absl::OkStatus();
+  return absl::DataLossError(
+      absl::StrCat("entry ", entry.entry_id(), " of namespace ", entry.namespace_id(), ": its ",
+                   entry.data().size(), " bytes do not match the crc32c stored with it (",
+                   entry.crc32c(), ", the data has ", actual,
+                   "): corrupted between Kafka and this client; the read stops before it"));
 }
 
 void ReadStream::Cancel() { ctx_->TryCancel(); }
 
 std::unique_ptr<ReadStream> Client::OpenRead(const ReadOptions& options) {
   std::unique_ptr<ReadStream> stream(new ReadStream());
+  stream->verify_checksums_ = options_.checksums;
+  stream->on_gap_ = options.on_gap;
   stream->ctx_ = std::make_unique<grpc::ClientContext>();
   Prepare(*stream->ctx_);
   if (options.timeout.count() != 0 || !options.follow) {
@@ -340,6 +377,8 @@ std::unique_ptr<ReadStream> Client::OpenRead(const ReadOptions& options) {
   request.set_start_entry_id(options.start_entry_id);
   request.set_limit(options.limit);
   request.set_follow(options.follow);
+  request.set_start_time_ms(options.start_time_ms);
+  request.set_skip_lost(options.skip_lost);
   stream->reader_ = stub_->Read(stream->ctx_.get(), request);
   return stream;
 }
@@ -355,8 +394,14 @@ absl::Status Client::Read(const ReadOptions& options,
       attempt.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
           std::max(deadline - system_clock::now(), system_clock::duration(1)));
     }
-    std::unique_ptr<ReadStream> stream = OpenRead(attempt);
     bool delivered = false;
+    if (options.on_gap) {
+      attempt.on_gap = [&](const v1::Gap& gap) {
+        delivered = true;  // a retry would report it again
+        options.on_gap(gap);
+      };
+    }
+    std::unique_ptr<ReadStream> stream = OpenRead(attempt);
     v1::Entry entry;
     while (stream->Next(&entry)) {
       delivered = true;
@@ -381,6 +426,8 @@ absl::Status Client::ReadMany(const ReadManyOptions& options,
     read->set_namespace_id(start.namespace_id);
     read->set_start_entry_id(start.start_entry_id);
     read->set_limit(start.limit);
+    read->set_start_time_ms(start.start_time_ms);
+    read->set_skip_lost(start.skip_lost);
   }
   request.set_follow(options.follow);
   const bool has_deadline = options.timeout.count() != 0 || !options.follow;
@@ -395,10 +442,23 @@ absl::Status Client::ReadMany(const ReadManyOptions& options,
     bool stopped = false;
     while (!stopped && reader->Read(&batch)) {
       for (v1::Entry& entry : *batch.mutable_entries()) {
+        if (options_.checksums) {
+          if (absl::Status s = CheckEntryChecksum(entry); !s.ok()) {
+            ctx.TryCancel();
+            reader->Finish();
+            return s;
+          }
+        }
         delivered = true;
         if (!on_entry(entry)) {
           stopped = true;
           break;
+        }
+      }
+      if (!stopped && options.on_gap) {
+        for (const v1::Gap& gap : batch.gaps()) {
+          delivered = true;
+          options.on_gap(gap);
         }
       }
       for (const v1::ReadEnd& end : batch.ends()) {

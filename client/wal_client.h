@@ -5,10 +5,12 @@
 // deadline passes (ClientOptions::timeout unless the call says otherwise).
 //
 // Errors come back as absl::Status carrying the gRPC code of walserver's answer:
-//   INVALID_ARGUMENT    malformed request: namespace id 0, no entries, entry over the size limit
+//   INVALID_ARGUMENT    malformed request: namespace id 0, no entries, entry over the size limit,
+//                       data that no longer matches its checksum, two starts for one read
 //   NOT_FOUND           unknown or deleted namespace
 //   OUT_OF_RANGE        start or truncation point past the end, or a start below first_entry_id
-//   DATA_LOSS           records that were never truncated are gone from Kafka
+//   DATA_LOSS           records that were never truncated are gone from Kafka, or an entry read
+//                       does not match its checksum (see "Checksums")
 //   UNAVAILABLE         Kafka or walserver unreachable; safe to retry (see below)
 //   RESOURCE_EXHAUSTED  a server limit was reached; retry later
 //   DEADLINE_EXCEEDED   no answer in time
@@ -28,6 +30,12 @@
 // written and only its answer was lost, or walserver restarted in between. The ids an Append
 // returns are those of the copy it wrote; when an earlier attempt's copy also made it, reads
 // from before it return the earlier one.
+//
+// Checksums: with ClientOptions::checksums (the default) every entry this client appends
+// carries the CRC-32C of its data; walserver refuses an entry whose data no longer matches
+// (INVALID_ARGUMENT, nothing written) and keeps the checksum in Kafka with the entry. Every
+// entry read carries its checksum back, and the client checks it: a mismatch ends the read with
+// DATA_LOSS, never a silently wrong entry.
 //
 // Fencing: AcquireNamespace makes this client the namespace's writer with a new epoch, which
 // the client then sends with every append to that namespace. A writer with an older epoch gets
@@ -70,6 +78,9 @@ struct ClientOptions {
   // wake-ups on both sides); false: one unary Append call each. A walserver without
   // AppendStream is detected and gets unary calls either way.
   bool append_stream = true;
+  // Send a CRC-32C with every entry appended, and check the one every entry read carries (see
+  // "Checksums"). About 1 ms of CPU per 10 MB each way where the CPU has SSE4.2.
+  bool checksums = true;
   // Identifies this client's appends (see "Retry-safe appends"); 0 picks a random id. Give two
   // clients the same id only if they never append to the same namespace.
   uint64_t writer_id = 0;
@@ -100,6 +111,14 @@ struct ReadOptions {
   bool follow = false;          // keep receiving new entries until cancelled
   // Deadline of the whole read; 0 means ClientOptions::timeout, or none for a follow read.
   std::chrono::milliseconds timeout{0};
+  // Instead of start_entry_id: from the first entry appended at or after this time (ms since
+  // the Unix epoch, by the clock of the walserver that wrote it), and all after it. 0: unused.
+  uint64_t start_time_ms = 0;
+  // Gap-tolerant recovery: records gone from Kafka and corrupt entries are reported to `on_gap`
+  // (in order with the entries, on the reading thread) and the read goes on past them, instead
+  // of ending with DATA_LOSS.
+  bool skip_lost = false;
+  std::function<void(const v1::Gap& gap)> on_gap = nullptr;
 };
 
 // A ReadMany: several namespaces replayed on one stream.
@@ -108,11 +127,15 @@ struct ReadManyOptions {
     uint64_t namespace_id = 0;
     uint64_t start_entry_id = 0;  // 0: from first_entry_id
     uint64_t limit = 0;           // 0: no limit
+    uint64_t start_time_ms = 0;   // instead of start_entry_id: see ReadOptions
+    bool skip_lost = false;       // see ReadOptions; gaps go to ReadManyOptions::on_gap
   };
   std::vector<Start> namespaces;  // each namespace at most once
   bool follow = false;            // after each namespace's backlog, keep receiving new entries
   // Deadline of the whole read; 0 means ClientOptions::timeout, or none for a follow read.
   std::chrono::milliseconds timeout{0};
+  // The gaps of namespaces read with skip_lost, in order with their entries.
+  std::function<void(const v1::Gap& gap)> on_gap = nullptr;
 };
 
 // One Read stream, pulled an entry at a time. Not thread-safe, except Cancel().
@@ -137,8 +160,14 @@ class ReadStream {
   v1::ReadResponse batch_;
   int next_in_batch_ = 0;
   bool done_ = false;
+  bool gaps_passed_ = true;  // the gaps of batch_ went to on_gap_
+  std::function<void(const v1::Gap& gap)> on_gap_;
+  bool verify_checksums_ = true;
   absl::Status status_;
 };
+
+// OK when `entry` carries no checksum or matches it; DATA_LOSS naming the entry otherwise.
+absl::Status CheckEntryChecksum(const v1::Entry& entry);
 
 class Client {
  public:

@@ -18,6 +18,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "client/wal_client.h"
 #include "google/protobuf/util/json_util.h"
 
@@ -31,7 +33,7 @@ Usage: walctl [--server=ADDRESS] [--timeout=SECONDS] [--json] COMMAND [ARGS...]
 Commands:
   create NAMESPACE                 create a namespace (idempotent)
   append NAMESPACE [DATA...]       append entries; from standard input when no DATA is given
-  read NAMESPACE                   print entries (--start, --limit, --follow)
+  read NAMESPACE                   print entries (--start or --since, --limit, --follow)
   truncate NAMESPACE ENTRY_ID      make entries below ENTRY_ID unreadable
   info NAMESPACE                   a namespace's slot, watermarks and writer epoch
   acquire NAMESPACE                become its writer: print a new epoch (fences older writers)
@@ -80,13 +82,22 @@ Raises the namespace's writer epoch and prints the namespace with it. Appends wi
 are refused from then on, and reads ignore what older writers still manage to write after the
 fence. Pass the epoch to "walctl append --epoch=E".
 )"},
-    {"read", R"(Usage: walctl read NAMESPACE [--start=ID] [--limit=N] [--follow] [--data-only]
+    {"read", R"(Usage: walctl read NAMESPACE [--start=ID | --since=WHEN] [--limit=N] [--follow]
+                  [--skip-lost] [--data-only]
 
-Prints entries in id order as "ID<TAB>DATA" lines (--json: {"entryId", "data" (base64)}).
+Prints entries in id order as "ID<TAB>DATA" lines (--json: {"entryId", "data" (base64),
+"crc32c", ...}). Each entry's CRC-32C is checked: one that does not match its data stops the
+read with DATA_LOSS. (walctl append sends one with every entry.)
   --start=ID     first entry id to print (default: the first readable entry)
+  --since=WHEN   from the first entry appended at or after WHEN: a duration back from now
+                 (10m, 1h30m, 45s) or an RFC 3339 time (2026-12-01T08:00:00Z)
   --limit=N      stop after N entries
   --follow       keep printing new entries as they are appended, like tail -f
   --data-only    print only the data of each entry, one per line
+  --skip-lost    go on past records gone from Kafka and corrupt entries, printing each gap as
+                 "GAP<TAB>FROM<TAB>TO<TAB>REASON<TAB>MESSAGE" (ids FROM to TO-1; on standard
+                 error with --data-only; --json: {"gap": {...}}); the exit status is 0. Without
+                 it such a read stops with DATA_LOSS
 )"},
     {"truncate", R"(Usage: walctl truncate NAMESPACE ENTRY_ID
 
@@ -317,6 +328,30 @@ int Append(const Cli& cli, wal::Client& client, uint64_t ns) {
   return any ? 0 : Usage("append: nothing to append (no DATA and empty standard input)");
 }
 
+// --since: a duration back from now ("10m", "1h30m", "45s") or an RFC 3339 time
+// ("2026-12-01T08:00:00Z"); ms since the Unix epoch.
+absl::StatusOr<uint64_t> SinceMs(const std::string& value) {
+  absl::Duration ago;
+  if (absl::ParseDuration(value, &ago)) {
+    if (ago <= absl::ZeroDuration()) {
+      return absl::InvalidArgumentError("read: --since needs a duration back from now, like 10m");
+    }
+    return static_cast<uint64_t>(absl::ToUnixMillis(absl::Now() - ago));
+  }
+  absl::Time at;
+  std::string error;
+  if (absl::ParseTime(absl::RFC3339_full, value, &at, &error)) {
+    if (at <= absl::UnixEpoch()) {
+      return absl::InvalidArgumentError("read: --since needs a time after 1970");
+    }
+    return static_cast<uint64_t>(absl::ToUnixMillis(at));
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("read: --since=", value,
+                   " is neither a duration (10m, 1h30m) nor an RFC 3339 time "
+                   "(2026-12-01T08:00:00Z)"));
+}
+
 int Read(const Cli& cli, wal::Client& client, uint64_t ns) {
   wal::ReadOptions read;
   read.namespace_id = ns;
@@ -328,9 +363,34 @@ int Read(const Cli& cli, wal::Client& client, uint64_t ns) {
       continue;
     }
     if (name == "data-only") continue;
+    if (name == "skip-lost") {
+      read.skip_lost = true;
+      continue;
+    }
+    if (name == "since") {
+      auto since = SinceMs(value);
+      if (!since.ok()) return Usage(std::string(since.status().message()));
+      read.start_time_ms = *since;
+      continue;
+    }
     return Usage(absl::StrCat("read: bad option --", name, value.empty() ? "" : "=" + value));
   }
+  if (read.start_time_ms != 0 && cli.flags.count("start") > 0) {
+    return Usage("read: --start and --since both say where to start; give one");
+  }
   const bool data_only = cli.flags.count("data-only") > 0;
+  int gaps = 0;
+  read.on_gap = [&](const wal::v1::Gap& gap) {
+    ++gaps;
+    if (cli.json) {
+      std::cout << "{\"gap\":" << ToJson(gap) << "}\n";
+    } else {
+      // Standard error with --data-only, so that the data stays what was appended.
+      (data_only ? std::cerr : std::cout)
+          << "GAP\t" << gap.from_entry_id() << "\t" << gap.to_entry_id() << "\t"
+          << wal::v1::Gap::Reason_Name(gap.reason()) << "\t" << gap.message() << "\n";
+    }
+  };
   Progress progress("read");
   absl::Status status = client.Read(read, [&](wal::v1::Entry& e) {
     if (cli.json) {

@@ -65,7 +65,15 @@ ABSL_FLAG(std::string, tls_client_ca_file, kDefaults.tls_client_ca_file,
           "PEM CA certificates: clients must present a certificate signed by one of them");
 ABSL_FLAG(int, prune_interval_ms, Millis(kDefaults.prune_interval),
           "How often records no live namespace can read are deleted from the slots "
-          "(DeleteRecords); 0 turns pruning off. Off on the embedded mock cluster");
+          "(DeleteRecords); 0 turns pruning off");
+ABSL_FLAG(std::string, compression, kDefaults.compression,
+          "Compression of the data topics' record batches: none, lz4, zstd, snappy or gzip "
+          "(BENCHMARKS.md compares them on time-series WAL entries)");
+ABSL_FLAG(std::string, prune_mode, kDefaults.prune_mode,
+          "auto: delete records with DeleteRecords until the cluster refuses it (a policy, an "
+          "ACL, a managed Kafka without it), then truncate logically only; delete: always try, "
+          "and report each refusal; logical: never delete (records stay until the topics' "
+          "retention)");
 ABSL_FLAG(std::string, kafka_properties, "",
           "Extra librdkafka properties for every client, KEY=VALUE[,KEY=VALUE...] (security "
           "settings, for example); also settable one by one as --kafka.KEY=VALUE");
@@ -105,6 +113,8 @@ absl::StatusOr<ServerOptions> ServerOptionsFromFlags(
   o.startup_timeout = milliseconds(absl::GetFlag(FLAGS_startup_timeout_ms));
   o.max_concurrent_reads = absl::GetFlag(FLAGS_max_concurrent_reads);
   o.prune_interval = milliseconds(absl::GetFlag(FLAGS_prune_interval_ms));
+  o.prune_mode = absl::GetFlag(FLAGS_prune_mode);
+  o.compression = absl::GetFlag(FLAGS_compression);
   o.auth_token_file = absl::GetFlag(FLAGS_auth_token_file);
   o.tls_cert_file = absl::GetFlag(FLAGS_tls_cert_file);
   o.tls_key_file = absl::GetFlag(FLAGS_tls_key_file);

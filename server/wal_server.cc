@@ -56,6 +56,16 @@ absl::Status Validate(const ServerOptions& o) {
                      " is more than --replication_factor=", o.replication_factor,
                      ": Kafka would refuse every append. For a single broker set both to 1"));
   }
+  if (o.compression != "none" && o.compression != "lz4" && o.compression != "zstd" &&
+      o.compression != "snappy" && o.compression != "gzip") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--compression=", o.compression, " is not a codec: none, lz4, zstd, snappy or gzip"));
+  }
+  if (o.prune_mode != "auto" && o.prune_mode != "delete" && o.prune_mode != "logical") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--prune_mode=", o.prune_mode,
+        " is not a mode: auto (delete until Kafka refuses, then logical), delete or logical"));
+  }
   if (o.producers < 1 || o.max_concurrent_reads < 1) {
     return absl::InvalidArgumentError("producers and max_concurrent_reads must be at least 1");
   }
@@ -282,6 +292,9 @@ absl::Status WalServer::StartWriterAndReader(const ServerOptions& o) {
   writer_kafka["linger.ms"] = "1";
   // Feeds the broker and traffic metrics.
   writer_kafka["statistics.interval.ms"] = "5000";
+  // Batches are compressed by the producer and kept so by the brokers (the topics' default
+  // compression.type=producer); readers decompress.
+  writer_kafka["compression.type"] = o.compression;
   writer_kafka = WithUserProperties(writer_kafka, o);
   // Bounds how long records wait for an unreachable Kafka; the call fails at append_timeout.
   // Not overridable: readers rely on no record landing later than append_timeout after it was
@@ -294,6 +307,7 @@ absl::Status WalServer::StartWriterAndReader(const ServerOptions& o) {
   ReaderOptions reader_options;
   reader_options.max_concurrent_reads = static_cast<size_t>(o.max_concurrent_reads);
   reader_options.max_entry_bytes = max_entry_bytes_;
+  reader_options.offsets_for_times = mock_ == nullptr;  // the mock cannot look up a time
   KafkaProperties reader_kafka = kafka_;
   reader_kafka.erase("message.max.bytes");
   reader_kafka["fetch.message.max.bytes"] = kafka_batch_bytes_;
@@ -398,10 +412,19 @@ absl::Status WalServer::StartHttpAndPruner(const ServerOptions& o) {
     }
     http_ = std::move(*http);
   }
-  // The mock cluster has no DeleteRecords.
-  if (!mock_ && o.prune_interval.count() > 0) {
-    pruner_ =
-        std::make_unique<Pruner>(meta_.get(), admin_.get(), slots_, o.prune_interval, &metrics_);
+  const PruneMode mode = o.prune_mode == "logical"  ? PruneMode::kLogical
+                         : o.prune_mode == "delete" ? PruneMode::kDelete
+                                                    : PruneMode::kAuto;
+  if (mode == PruneMode::kLogical) {
+    metrics_.prune_logical = 1;
+    spdlog::info(
+        "--prune_mode=logical: truncated entries are unreadable, and their records stay in "
+        "Kafka until the topics' retention");
+  } else if (o.prune_interval.count() > 0) {
+    // The mock cluster has no DeleteRecords: in auto, the first round finds that out and
+    // switches to logical pruning.
+    pruner_ = std::make_unique<Pruner>(meta_.get(), admin_.get(), slots_, o.prune_interval, mode,
+                                       &metrics_);
   }
   return absl::OkStatus();
 }

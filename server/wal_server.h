@@ -47,8 +47,13 @@ struct ServerOptions {
   std::chrono::milliseconds admin_timeout = ServiceOptions().admin_timeout;
   std::chrono::milliseconds startup_timeout = MetaOptions().startup_timeout;
   int max_concurrent_reads = static_cast<int>(ReaderOptions().max_concurrent_reads);
-  // How often the slots are pruned (DeleteRecords); 0: never. Off on the mock cluster.
+  // How often the slots are pruned (DeleteRecords); 0: never.
   std::chrono::milliseconds prune_interval{60000};
+  // auto, delete or logical (meta/pruner.h, PruneMode).
+  std::string prune_mode = "auto";
+  // The data topics' record batches: none, lz4, zstd, snappy or gzip (BENCHMARKS.md,
+  // "Compression", has the measurements behind the default).
+  std::string compression = "lz4";
   // Entry bytes of appends waiting for Kafka; more gets RESOURCE_EXHAUSTED. 0: 4 x max_entry_bytes.
   uint64_t max_inflight_append_bytes = 0;
   // A file holding the bearer token every call must carry; empty: no token needed.

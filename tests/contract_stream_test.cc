@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "server/common/crc32c.h"
 #include "tests/contract_fixture.h"
 #include "tests/support/test_util.h"
 
@@ -67,13 +68,18 @@ TEST_F(ContractTest, AppendStreamAnswersEachAppendOnItsOwn) {
   AddAppend(&message, 14, {{1, std::string((1 << 20) + 1, 'x')}});  // over max_entry_bytes
   AddAppend(&message, 15, {{0, "namespace zero"}});
   AddAppend(&message, 16, {{1, "second"}, {1, "third"}});
+  // Data that does not match the checksum sent with it (corrupted on the way).
+  AddAppend(&message, 18, {{1, "flipped"}})
+      ->mutable_append()
+      ->mutable_entries(0)
+      ->set_crc32c(Crc32c("flipped") ^ 1);
   ASSERT_TRUE(stream->Write(message));
   // A second message on the same stream: the stream goes on after failures.
   v1::AppendStreamRequest more;
   AddAppend(&more, 17, {{1, "fourth"}});
   ASSERT_TRUE(stream->Write(more));
-  std::map<uint64_t, v1::AppendResult> answers = Answers(stream.get(), 8);
-  ASSERT_EQ(answers.size(), 8u);
+  std::map<uint64_t, v1::AppendResult> answers = Answers(stream.get(), 9);
+  ASSERT_EQ(answers.size(), 9u);
   EXPECT_EQ(answers[10].code(), 0) << answers[10].message();
   EXPECT_EQ(answers[10].entry_ids_size(), 1);
   EXPECT_EQ(answers[11].code(), grpc::StatusCode::FAILED_PRECONDITION);
@@ -87,6 +93,8 @@ TEST_F(ContractTest, AppendStreamAnswersEachAppendOnItsOwn) {
   ASSERT_EQ(answers[16].entry_ids_size(), 2);
   EXPECT_LT(answers[16].entry_ids(0), answers[16].entry_ids(1));
   EXPECT_EQ(answers[17].code(), 0) << answers[17].message();
+  EXPECT_EQ(answers[18].code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(answers[18].message().find("crc32c"), std::string::npos) << answers[18].message();
   for (const auto& [id, answer] : answers) {
     if (answer.code() != 0) {
       EXPECT_EQ(answer.entry_ids_size(), 0) << "request " << id;

@@ -4,6 +4,7 @@
 // starts (WAL_TEST_REAL_KAFKA).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <map>
@@ -11,6 +12,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "server/common/crc32c.h"
 #include "server/common/namespace_key.h"
 #include "server/log/record_format.h"
 #include "tests/contract_fixture.h"
@@ -294,6 +296,300 @@ TEST_F(ContractTest, ForeignRecordsInASlotAreSkipped) {
   EXPECT_GE(server_->reader().records_skipped(), 2u);
 }
 
+// End-to-end checksums: each entry's CRC-32C travels with it from the appender to the reader.
+TEST_F(ContractTest, ChecksumsTravelWithEveryEntry) {
+  Create(1);
+  // walclient sends one with each entry; a caller that leaves it out (grpcurl) gets one that
+  // walserver computes. Both come back with the entry, split entries too.
+  const std::string split(200 * 1024, 's');  // over max_record_bytes: three records
+  ASSERT_EQ(Append(1, {"from walclient", split}).size(), 2u);
+  {
+    grpc::ClientContext ctx;
+    v1::AppendRequest request;
+    v1::Entry* e = request.add_entries();
+    e->set_namespace_id(1);
+    e->set_data("without a checksum");
+    v1::AppendResponse response;
+    ASSERT_TRUE(client_->stub().Append(&ctx, request, &response).ok());
+  }
+  auto entries = client_->ReadAll(1);
+  ASSERT_TRUE(entries.ok()) << entries.status();
+  ASSERT_EQ(entries->size(), 3u);
+  for (const v1::Entry& e : *entries) {
+    ASSERT_TRUE(e.has_crc32c()) << e.data().substr(0, 20);
+    EXPECT_EQ(e.crc32c(), Crc32c(e.data())) << e.data().substr(0, 20);
+  }
+  EXPECT_EQ((*entries)[2].data(), "without a checksum");
+}
+
+TEST_F(ContractTest, AnEntryCorruptedOnTheWayIsRefusedAndNothingIsWritten) {
+  Create(1);
+  Append(1, {"before"});
+  const uint64_t end = client_->GetNamespace(1)->next_entry_id();
+  grpc::ClientContext ctx;
+  v1::AppendRequest request;
+  for (const char* data : {"fine", "flipped"}) {
+    v1::Entry* e = request.add_entries();
+    e->set_namespace_id(1);
+    e->set_data(data);
+    e->set_crc32c(Crc32c(data));
+  }
+  request.mutable_entries(1)->mutable_data()->at(0) ^= 0x20;  // a bit flipped after the checksum
+  v1::AppendResponse response;
+  const grpc::Status status = client_->stub().Append(&ctx, request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("entries[1]: crc32c"), std::string::npos)
+      << status.error_message();
+  EXPECT_NE(status.error_message().find("nothing was written"), std::string::npos);
+  EXPECT_EQ(client_->GetNamespace(1)->next_entry_id(), end) << "a refused append wrote";
+  EXPECT_EQ(ReadData(1), (std::vector<std::string>{"before"}));
+  const std::string metrics = server_->metrics().Render();
+  EXPECT_NE(metrics.find("walserver_append_checksum_mismatches_total 1"), std::string::npos)
+      << metrics;
+}
+
+TEST_F(ContractTest, AnEntryCorruptedInKafkaEndsTheReadWithDataLoss) {
+  auto created = client_->CreateNamespace(3);
+  ASSERT_TRUE(created.ok()) << created.status();
+  Append(3, {"one"});
+  // A record whose payload changed in Kafka after it was written (a bit flipped on a disk):
+  // written straight to the slot, with its header's checksum of the original data.
+  std::string flipped = EncodeEntry("two", 7, 1000, {0, 55, 1})[0];
+  flipped.back() ^= 0x20;
+  auto bad =
+      ProduceRaw(Bootstrap(), created->ns.topic(), created->ns.partition(), EncodeKey(3), flipped);
+  ASSERT_TRUE(bad.ok()) << bad.status();
+  Append(3, {"three"});
+
+  // The read delivers the entries before it, then ends with DATA_LOSS naming it; never the bad
+  // data, and never silently past it.
+  std::vector<std::string> got;
+  ReadOptions read;
+  read.namespace_id = 3;
+  const absl::Status status = client_->Read(read, [&](v1::Entry& e) {
+    got.push_back(e.data());
+    return true;
+  });
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
+  EXPECT_NE(status.message().find(absl::StrCat("entry ", *bad, " of namespace 3")),
+            absl::string_view::npos)
+      << status;
+  EXPECT_NE(status.message().find("corrupt"), absl::string_view::npos) << status;
+  EXPECT_EQ(got, (std::vector<std::string>{"one"}));
+  // A read from past it goes on; ReadMany ends that namespace's part with DATA_LOSS.
+  EXPECT_EQ(ReadData(3, static_cast<uint64_t>(*bad) + 1), (std::vector<std::string>{"three"}));
+  Create(4);
+  Append(4, {"other"});
+  ReadManyOptions many;
+  many.namespaces = {{3, 0, 0}, {4, 0, 0}};
+  std::map<uint64_t, int> ends;
+  std::vector<std::string> many_got;
+  ASSERT_TRUE(client_
+                  ->ReadMany(
+                      many,
+                      [&](v1::Entry& e) {
+                        many_got.push_back(e.data());
+                        return true;
+                      },
+                      [&](const v1::ReadEnd& end) {
+                        ends[end.namespace_id()] = end.code();
+                        return true;
+                      })
+                  .ok());
+  EXPECT_EQ(ends, (std::map<uint64_t, int>{{3, grpc::StatusCode::DATA_LOSS}, {4, 0}}));
+  std::sort(many_got.begin(), many_got.end());
+  EXPECT_EQ(many_got, (std::vector<std::string>{"one", "other"}));
+
+  // A split entry with one chunk corrupted reads the same way.
+  Create(5);
+  std::vector<std::string> chunks = EncodeEntry(std::string(150000, 'c'), 8, 64 * 1024, {0, 56, 1});
+  ASSERT_EQ(chunks.size(), 3u);
+  chunks[1][kRecordHeaderBytes + 10] ^= 0x01;
+  int64_t first = -1;
+  for (const std::string& chunk : chunks) {
+    auto at = ProduceRaw(Bootstrap(), client_->GetNamespace(5)->topic(),
+                         client_->GetNamespace(5)->partition(), EncodeKey(5), chunk);
+    ASSERT_TRUE(at.ok()) << at.status();
+    if (first < 0) first = *at;
+  }
+  auto split = client_->ReadAll(5);
+  EXPECT_EQ(split.status().code(), absl::StatusCode::kDataLoss) << split.status();
+  EXPECT_NE(split.status().message().find(absl::StrCat("entry ", first, " ")),
+            absl::string_view::npos)
+      << split.status();
+}
+
+// skip_lost: a corrupt entry becomes a gap in its place, and the read goes on.
+TEST_F(ContractTest, SkipLostReadsPastACorruptEntryWithAGap) {
+  auto created = client_->CreateNamespace(6);
+  ASSERT_TRUE(created.ok()) << created.status();
+  Append(6, {"one"});
+  std::string flipped = EncodeEntry("two", 9, 1000, {0, 57, 1})[0];
+  flipped.back() ^= 0x01;
+  auto bad =
+      ProduceRaw(Bootstrap(), created->ns.topic(), created->ns.partition(), EncodeKey(6), flipped);
+  ASSERT_TRUE(bad.ok()) << bad.status();
+  Append(6, {"three"});
+
+  std::vector<std::string> got;  // entries, and gaps as "gap FROM TO REASON"
+  ReadOptions read;
+  read.namespace_id = 6;
+  read.skip_lost = true;
+  read.on_gap = [&](const v1::Gap& gap) {
+    EXPECT_EQ(gap.namespace_id(), 6u);
+    EXPECT_NE(gap.message().find("corrupt"), std::string::npos) << gap.message();
+    got.push_back(absl::StrCat("gap ", gap.from_entry_id(), " ", gap.to_entry_id(), " ",
+                               v1::Gap::Reason_Name(gap.reason())));
+  };
+  const absl::Status status = client_->Read(read, [&](v1::Entry& e) {
+    got.push_back(e.data());
+    return true;
+  });
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_EQ(got, (std::vector<std::string>{
+                     "one", absl::StrCat("gap ", *bad, " ", *bad + 1, " UNDECODABLE"), "three"}));
+  const std::string metrics = server_->metrics().Render();
+  EXPECT_NE(metrics.find("walserver_read_gaps_total 1"), std::string::npos) << metrics;
+
+  // The same in a ReadMany, where only this namespace asked for it.
+  Create(7);
+  Append(7, {"seven"});
+  ReadManyOptions many;
+  many.namespaces = {{6, 0, 0, 0, /*skip_lost=*/true}, {7, 0, 0}};
+  std::vector<std::string> gaps;
+  many.on_gap = [&](const v1::Gap& gap) {
+    gaps.push_back(absl::StrCat(gap.namespace_id(), ":", gap.from_entry_id()));
+  };
+  std::map<uint64_t, int> ends;
+  int entries = 0;
+  ASSERT_TRUE(client_
+                  ->ReadMany(
+                      many,
+                      [&](v1::Entry&) {
+                        ++entries;
+                        return true;
+                      },
+                      [&](const v1::ReadEnd& end) {
+                        ends[end.namespace_id()] = end.code();
+                        return true;
+                      })
+                  .ok());
+  EXPECT_EQ(gaps, (std::vector<std::string>{absl::StrCat("6:", *bad)}));
+  EXPECT_EQ(ends, (std::map<uint64_t, int>{{6, 0}, {7, 0}}));
+  EXPECT_EQ(entries, 3);
+}
+
+// Every codec of --compression round-trips entries, split ones included.
+TEST_F(ContractTest, EveryCompressionCodecRoundTrips) {
+  for (const std::string codec : {"none", "lz4", "zstd", "snappy", "gzip"}) {
+    ServerOptions options = MockServerOptions();
+#ifdef WAL_TEST_REAL_KAFKA
+    options.brokers = TestBrokers();
+    options.replication_factor = 1;
+    options.min_insync_replicas = 1;
+#endif
+    options.topic_prefix = UniqueName("codec_" + codec);
+    options.max_record_bytes = 64 * 1024;
+    options.compression = codec;
+    auto server = WalServer::Start(options);
+    ASSERT_TRUE(server.ok()) << codec << ": " << server.status();
+    auto client = Connect((*server)->address());
+    ASSERT_TRUE(client->CreateNamespace(1).ok());
+    const std::string rows = absl::StrCat(std::string(200 * 1024, 'r'), codec);
+    ASSERT_TRUE(client->Append(1, {"small " + codec, rows}).ok()) << codec;
+    auto read = client->ReadAll(1);
+    ASSERT_TRUE(read.ok()) << codec << ": " << read.status();
+    ASSERT_EQ(read->size(), 2u) << codec;
+    EXPECT_EQ((*read)[0].data(), "small " + codec);
+    EXPECT_EQ((*read)[1].data(), rows) << codec;
+  }
+}
+
+uint64_t NowMs() {
+  return std::chrono::duration_cast<milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// Reads from a time: the first entry appended at or after it, and every entry after that one.
+TEST_F(ContractTest, ReadsFromATime) {
+  Create(1);
+  Create(2);
+  Append(1, {"old"});
+  Append(2, {"other old"});
+  std::this_thread::sleep_for(milliseconds(50));
+  const uint64_t t = NowMs();
+  std::this_thread::sleep_for(milliseconds(5));
+  Append(1, {"new", "newer"});
+  Append(2, {"other new"});
+
+  const auto read_from = [&](uint64_t ns, uint64_t time_ms) {
+    ReadOptions read;
+    read.namespace_id = ns;
+    read.start_time_ms = time_ms;
+    std::vector<std::string> got;
+    const absl::Status status = client_->Read(read, [&](v1::Entry& e) {
+      got.push_back(e.data());
+      return true;
+    });
+    EXPECT_TRUE(status.ok()) << status;
+    return got;
+  };
+  EXPECT_EQ(read_from(1, t), (std::vector<std::string>{"new", "newer"}));
+  EXPECT_EQ(read_from(2, t), (std::vector<std::string>{"other new"}));
+  EXPECT_EQ(read_from(1, 1), (std::vector<std::string>{"old", "new", "newer"}));
+  EXPECT_TRUE(read_from(1, NowMs() + 3600 * 1000).empty()) << "an hour from now";
+
+  // With a limit, and per namespace in a ReadMany.
+  ReadOptions limited;
+  limited.namespace_id = 1;
+  limited.start_time_ms = t;
+  limited.limit = 1;
+  auto one = client_->OpenRead(limited);
+  v1::Entry entry;
+  ASSERT_TRUE(one->Next(&entry));
+  EXPECT_EQ(entry.data(), "new");
+  EXPECT_FALSE(one->Next(&entry));
+  EXPECT_TRUE(one->status().ok()) << one->status();
+  ReadManyOptions many;
+  many.namespaces = {{1, 0, 0, t}, {2, 0, 0, 1}};
+  std::map<uint64_t, std::vector<std::string>> got;
+  ASSERT_TRUE(client_
+                  ->ReadMany(
+                      many,
+                      [&](v1::Entry& e) {
+                        got[e.namespace_id()].push_back(e.data());
+                        return true;
+                      },
+                      [](const v1::ReadEnd& end) {
+                        EXPECT_EQ(end.code(), 0) << end.message();
+                        return true;
+                      })
+                  .ok());
+  EXPECT_EQ(got[1], (std::vector<std::string>{"new", "newer"}));
+  EXPECT_EQ(got[2], (std::vector<std::string>{"other old", "other new"}));
+
+  // Bad input: both starts, or a time Kafka cannot hold.
+  ReadOptions both = limited;
+  both.start_entry_id = 1;
+  auto stream = client_->OpenRead(both);
+  EXPECT_FALSE(stream->Next(&entry));
+  EXPECT_EQ(stream->status().code(), absl::StatusCode::kInvalidArgument) << stream->status();
+  EXPECT_NE(stream->status().message().find("give one or the other"), absl::string_view::npos);
+  ReadOptions huge = limited;
+  huge.start_time_ms = uint64_t{1} << 63;
+  stream = client_->OpenRead(huge);
+  EXPECT_FALSE(stream->Next(&entry));
+  EXPECT_EQ(stream->status().code(), absl::StatusCode::kInvalidArgument) << stream->status();
+  ReadManyOptions bad_many;
+  bad_many.namespaces = {{1, 0, 0, 0}, {2, 5, 0, t}};
+  const absl::Status many_status = client_->ReadMany(
+      bad_many, [](v1::Entry&) { return true; }, [](const v1::ReadEnd&) { return true; });
+  EXPECT_EQ(many_status.code(), absl::StatusCode::kInvalidArgument) << many_status;
+  EXPECT_NE(many_status.message().find("reads[1].start_time_ms"), absl::string_view::npos)
+      << many_status;
+}
+
 TEST_F(ContractTest, AcquireRaisesTheEpochAndRefusesOlderWriters) {
   Create(1);
   EXPECT_EQ(client_->GetNamespace(1)->epoch(), 0u);
@@ -474,6 +770,16 @@ TEST_F(ContractTest, BadInputGetsTheRightCodeAndWritesNothing) {
     }
     return client_->Append(r).status();
   };
+  const auto wrong_checksum = [&] {
+    v1::AppendRequest r;
+    for (const char* data : {"fine", "flipped"}) {
+      auto* e = r.add_entries();
+      e->set_namespace_id(1);
+      e->set_data(data);
+    }
+    r.mutable_entries(1)->set_crc32c(Crc32c("flipped") ^ 0x100);
+    return client_->Append(r).status();
+  };
   struct Case {
     std::string what;
     absl::Status status;
@@ -496,6 +802,8 @@ TEST_F(ContractTest, BadInputGetsTheRightCodeAndWritesNothing) {
        "entries[1].namespace_id"},
       {"Append unknown max id", append({{1, "x"}, {kMax, "y"}}), absl::StatusCode::kNotFound,
        "18446744073709551615"},
+      {"Append with a checksum its data does not match", wrong_checksum(),
+       absl::StatusCode::kInvalidArgument, "entries[1]: crc32c"},
       {"Append over max_entry_bytes", append({{1, std::string((1 << 20) + 1, 'x')}}),
        absl::StatusCode::kInvalidArgument, "max_entry_bytes"},
       {"Append over the gRPC message limit",

@@ -429,7 +429,7 @@ TEST_F(Core, ConcurrentAppendsReadsTruncatesAndAcquires) {
 
 #ifdef WAL_TEST_REAL_KAFKA
   // The pruner deletes below the lowest live first_entry_id of each slot, concurrently.
-  Pruner pruner(meta_.get(), admin_.get(), slots_, seconds(3600), &metrics_);
+  Pruner pruner(meta_.get(), admin_.get(), slots_, seconds(3600), PruneMode::kDelete, &metrics_);
   std::thread pruning([&] {
     while (writing.load()) {
       const absl::Status s = pruner.RunOnce();

@@ -41,8 +41,13 @@ constexpr Family kFamilies[] = {
     {"walserver_read_torn_entries_total", "counter",
      "Split entries reads gave up on because the slot showed they can never complete (their "
      "writer crashed or failed mid-entry)."},
+    {"walserver_read_gaps_total", "counter",
+     "Gaps reads with skip_lost went past: records gone from Kafka, or a corrupt entry."},
     {"walserver_appends_fenced_total", "counter",
      "Append calls refused with FAILED_PRECONDITION because the writer's epoch was fenced."},
+    {"walserver_append_checksum_mismatches_total", "counter",
+     "Append calls refused with INVALID_ARGUMENT because an entry's data did not match the "
+     "crc32c its appender sent (corrupted on the way)."},
     {"walserver_appends_in_flight", "gauge", "Append calls waiting for Kafka."},
     {"walserver_append_bytes_in_flight", "gauge", "Entry bytes of appends waiting for Kafka."},
     {"walserver_append_bytes_in_flight_limit", "gauge",
@@ -59,6 +64,11 @@ constexpr Family kFamilies[] = {
      "Per slot, the recorded pruning point: records below it are deleted (DeleteRecords)."},
     {"walserver_pruned_records_total", "counter",
      "Records this server deleted from the slots because no live namespace could read them."},
+    {"walserver_prune_refusals_total", "counter",
+     "DeleteRecords calls the Kafka cluster refused for good (a policy, an ACL, no support)."},
+    {"walserver_prune_logical", "gauge",
+     "1 when truncation is logical only (--prune_mode=logical, or auto after a refusal): "
+     "records stay in Kafka until the topics' retention."},
     {"walserver_kafka_producer_queue_messages", "gauge",
      "Messages and requests in a producer's librdkafka queues."},
     {"walserver_kafka_broker_up", "gauge",
@@ -231,8 +241,13 @@ std::string Metrics::Render() const {
   w.Sample("walserver_read_scan_detaches_total", {},
            static_cast<double>(read_scan_detaches.load()));
   w.Sample("walserver_read_torn_entries_total", {}, static_cast<double>(read_torn_entries.load()));
+  w.Sample("walserver_read_gaps_total", {}, static_cast<double>(read_gaps.load()));
   w.Sample("walserver_appends_fenced_total", {}, static_cast<double>(appends_fenced.load()));
+  w.Sample("walserver_append_checksum_mismatches_total", {},
+           static_cast<double>(append_checksum_mismatches.load()));
   w.Sample("walserver_pruned_records_total", {}, static_cast<double>(pruned_records.load()));
+  w.Sample("walserver_prune_refusals_total", {}, static_cast<double>(prune_refusals.load()));
+  w.Sample("walserver_prune_logical", {}, static_cast<double>(prune_logical.load()));
   w.Sample("walserver_appends_in_flight", {}, static_cast<double>(appends_in_flight.load()));
   w.Sample("walserver_reads_in_progress", {}, static_cast<double>(reads_in_progress.load()));
   for (const Collector& c : collectors) c(w);

@@ -52,8 +52,12 @@ class Metrics {
   std::atomic<uint64_t> read_scan_refetches{0};
   std::atomic<uint64_t> read_scan_detaches{0};
   std::atomic<uint64_t> read_torn_entries{0};
+  std::atomic<uint64_t> read_gaps{0};
   std::atomic<uint64_t> appends_fenced{0};
+  std::atomic<uint64_t> append_checksum_mismatches{0};
   std::atomic<uint64_t> pruned_records{0};
+  std::atomic<uint64_t> prune_refusals{0};
+  std::atomic<int64_t> prune_logical{0};
   std::atomic<int64_t> appends_in_flight{0};
   std::atomic<int64_t> reads_in_progress{0};
 

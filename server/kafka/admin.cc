@@ -34,10 +34,12 @@ struct EventDeleter {
 };
 using EventPtr = std::unique_ptr<rd_kafka_event_t, EventDeleter>;
 
-// Runs one admin request and waits for its result event.
+// Runs one admin request and waits for its result event. `request_error`, when given, gets the
+// error of the request as a whole.
 absl::StatusOr<EventPtr> RunAdmin(
     rd_kafka_t* rk, rd_kafka_admin_op_t op, int timeout_ms,
-    const std::function<void(rd_kafka_AdminOptions_t*, rd_kafka_queue_t*)>& submit) {
+    const std::function<void(rd_kafka_AdminOptions_t*, rd_kafka_queue_t*)>& submit,
+    rd_kafka_resp_err_t* request_error = nullptr) {
   std::unique_ptr<rd_kafka_queue_t, QueueDeleter> queue(rd_kafka_queue_new(rk));
   std::unique_ptr<rd_kafka_AdminOptions_t, AdminOptionsDeleter> options(
       rd_kafka_AdminOptions_new(rk, op));
@@ -50,6 +52,7 @@ absl::StatusOr<EventPtr> RunAdmin(
   EventPtr event(rd_kafka_queue_poll(queue.get(), timeout_ms + 2000));
   if (!event) return absl::UnavailableError("Kafka admin request timed out");
   if (rd_kafka_event_error(event.get())) {
+    if (request_error != nullptr) *request_error = rd_kafka_event_error(event.get());
     return KafkaErrorToStatus(
         rd_kafka_event_error(event.get()),
         absl::StrCat("Kafka admin request (", rd_kafka_event_error_string(event.get()), ")"));
@@ -172,17 +175,22 @@ std::mutex abandoned_mu;
 std::map<Slot, int> abandoned_per_partition ABSL_GUARDED_BY(abandoned_mu);
 std::atomic<uint64_t> cancellations{0};  // CancelWatermarkQueries() calls
 
-struct WatermarkQuery {
+// One query of a partition's offsets (its watermarks, or the offset for a time), on a thread
+// of its own (see above): `run` makes the librdkafka call and fills its result.
+template <typename Result>
+struct OffsetQuery {
   std::mutex mu;
   std::condition_variable cv;
   bool done ABSL_GUARDED_BY(mu) = false;
   bool abandoned ABSL_GUARDED_BY(mu) = false;
   rd_kafka_resp_err_t err ABSL_GUARDED_BY(mu) = RD_KAFKA_RESP_ERR_NO_ERROR;
-  Watermarks marks ABSL_GUARDED_BY(mu);
+  Result result ABSL_GUARDED_BY(mu){};
 };
 
-rd_kafka_resp_err_t QueryOnce(rd_kafka_t* rk, const std::string& topic, int32_t partition,
-                              int timeout_ms, Watermarks* out) {
+template <typename Result>
+rd_kafka_resp_err_t QueryOnce(
+    const std::string& topic, int32_t partition, int timeout_ms,
+    std::function<rd_kafka_resp_err_t(int timeout_ms, Result* result)> run, Result* out) {
   const uint64_t cancelled_before = cancellations.load();
   {
     std::lock_guard<std::mutex> lock(abandoned_mu);
@@ -191,14 +199,13 @@ rd_kafka_resp_err_t QueryOnce(rd_kafka_t* rk, const std::string& topic, int32_t 
       return RD_KAFKA_RESP_ERR__TIMED_OUT;
     }
   }
-  auto query = std::make_shared<WatermarkQuery>();
+  auto query = std::make_shared<OffsetQuery<Result>>();
   try {
-    std::thread([query, rk, topic, partition, timeout_ms] {
-      Watermarks marks;
-      const rd_kafka_resp_err_t err = rd_kafka_query_watermark_offsets(
-          rk, topic.c_str(), partition, &marks.low, &marks.high, timeout_ms);
+    std::thread([query, run = std::move(run), topic, partition, timeout_ms] {
+      Result result{};
+      const rd_kafka_resp_err_t err = run(timeout_ms, &result);
       std::lock_guard<std::mutex> lock(query->mu);
-      query->marks = marks;
+      query->result = result;
       query->err = err;
       query->done = true;
       if (query->abandoned) {
@@ -226,8 +233,32 @@ rd_kafka_resp_err_t QueryOnce(rd_kafka_t* rk, const std::string& topic, int32_t 
     ++abandoned_per_partition[Slot{topic, partition}];
     return RD_KAFKA_RESP_ERR__TIMED_OUT;
   }
-  *out = query->marks;
+  *out = query->result;
   return query->err;
+}
+
+// Runs `run` as QueryOnce does, again while a retry may cure the error and time is left.
+template <typename Result>
+absl::StatusOr<Result> QueryWithRetries(
+    const std::string& topic, int32_t partition, int timeout_ms, absl::string_view what,
+    const std::function<rd_kafka_resp_err_t(int timeout_ms, Result* result)>& run) {
+  // Retries what a retry may cure (a leader just elected, a broker reconnecting) while time is
+  // left; librdkafka 2.0.2 can overrun a single query's timeout, so each try gets a slice.
+  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  const uint64_t cancelled_before = cancellations.load();
+  while (true) {
+    Result result{};
+    rd_kafka_resp_err_t err = QueryOnce<Result>(
+        topic, partition, std::max(1, MillisLeft(deadline, timeout_ms)), run, &result);
+    if (!err) return result;
+    absl::Status status =
+        KafkaErrorToStatus(err, absl::StrCat(what, " ", topic, "[", partition, "]"));
+    if (!absl::IsUnavailable(status) || cancellations.load() != cancelled_before ||
+        Clock::now() + std::chrono::milliseconds(100) >= deadline) {
+      return status;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
 }
 
 }  // namespace
@@ -247,23 +278,27 @@ int AbandonedWatermarkQueries() { return abandoned_queries.load(); }
 
 absl::StatusOr<Watermarks> QueryWatermarks(rd_kafka_t* rk, const std::string& topic,
                                            int32_t partition, int timeout_ms) {
-  // Retries what a retry may cure (a leader just elected, a broker reconnecting) while time is
-  // left; librdkafka 2.0.2 can overrun a single query's timeout, so each try gets a slice.
-  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
-  const uint64_t cancelled_before = cancellations.load();
-  while (true) {
-    Watermarks w;
-    rd_kafka_resp_err_t err =
-        QueryOnce(rk, topic, partition, std::max(1, MillisLeft(deadline, timeout_ms)), &w);
-    if (!err) return w;
-    absl::Status status =
-        KafkaErrorToStatus(err, absl::StrCat("querying the end of ", topic, "[", partition, "]"));
-    if (!absl::IsUnavailable(status) || cancellations.load() != cancelled_before ||
-        Clock::now() + std::chrono::milliseconds(100) >= deadline) {
-      return status;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  return QueryWithRetries<Watermarks>(topic, partition, timeout_ms, "querying the end of",
+                                      [rk, topic, partition](int timeout, Watermarks* marks) {
+                                        return rd_kafka_query_watermark_offsets(
+                                            rk, topic.c_str(), partition, &marks->low, &marks->high,
+                                            timeout);
+                                      });
+}
+
+absl::StatusOr<int64_t> OffsetForTime(rd_kafka_t* rk, const std::string& topic, int32_t partition,
+                                      int64_t time_ms, int timeout_ms) {
+  return QueryWithRetries<int64_t>(
+      topic, partition, timeout_ms, "looking up a time in",
+      [rk, topic, partition, time_ms](int timeout, int64_t* offset) {
+        rd_kafka_topic_partition_list_t* list = rd_kafka_topic_partition_list_new(1);
+        rd_kafka_topic_partition_list_add(list, topic.c_str(), partition)->offset = time_ms;
+        rd_kafka_resp_err_t err = rd_kafka_offsets_for_times(rk, list, timeout);
+        if (!err) err = list->elems[0].err;
+        *offset = list->elems[0].offset;
+        rd_kafka_topic_partition_list_destroy(list);
+        return err;
+      });
 }
 
 absl::Status EnsureTopics(rd_kafka_t* rk, const std::vector<TopicSpec>& topics, int timeout_ms) {
@@ -335,26 +370,57 @@ absl::Status WaitForTopics(rd_kafka_t* rk, const std::vector<TopicSpec>& topics,
   return absl::OkStatus();
 }
 
+namespace {
+
+// Errors with which a cluster refuses DeleteRecords for good (a policy, an ACL, a broker or
+// managed service without it), as opposed to failing this once.
+bool RefusesDeleteRecords(rd_kafka_resp_err_t err) {
+  switch (err) {
+    case RD_KAFKA_RESP_ERR_POLICY_VIOLATION:
+    case RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED:
+    case RD_KAFKA_RESP_ERR_CLUSTER_AUTHORIZATION_FAILED:
+    case RD_KAFKA_RESP_ERR_UNSUPPORTED_VERSION:
+    case RD_KAFKA_RESP_ERR_INVALID_REQUEST:
+    case RD_KAFKA_RESP_ERR__UNSUPPORTED_FEATURE:
+      return true;
+    default:
+      return false;
+  }
+}
+
+absl::Status RefusalStatus(const absl::Status& status) {
+  return absl::FailedPreconditionError(
+      absl::StrCat("Kafka refuses DeleteRecords: ", status.message()));
+}
+
+}  // namespace
+
 absl::StatusOr<int64_t> DeleteRecordsBefore(rd_kafka_t* rk, const std::string& topic,
                                             int32_t partition, int64_t before, int timeout_ms) {
   rd_kafka_topic_partition_list_t* offsets = rd_kafka_topic_partition_list_new(1);
   rd_kafka_topic_partition_list_add(offsets, topic.c_str(), partition)->offset = before;
   rd_kafka_DeleteRecords_t* request = rd_kafka_DeleteRecords_new(offsets);
   rd_kafka_topic_partition_list_destroy(offsets);
-  auto event = RunAdmin(rk, RD_KAFKA_ADMIN_OP_DELETERECORDS, timeout_ms,
-                        [&](rd_kafka_AdminOptions_t* options, rd_kafka_queue_t* queue) {
-                          rd_kafka_DeleteRecords(rk, &request, 1, options, queue);
-                        });
+  rd_kafka_resp_err_t request_error = RD_KAFKA_RESP_ERR_NO_ERROR;
+  auto event = RunAdmin(
+      rk, RD_KAFKA_ADMIN_OP_DELETERECORDS, timeout_ms,
+      [&](rd_kafka_AdminOptions_t* options, rd_kafka_queue_t* queue) {
+        rd_kafka_DeleteRecords(rk, &request, 1, options, queue);
+      },
+      &request_error);
   rd_kafka_DeleteRecords_destroy(request);
-  if (!event.ok()) return event.status();
+  if (!event.ok()) {
+    return RefusesDeleteRecords(request_error) ? RefusalStatus(event.status()) : event.status();
+  }
   const rd_kafka_topic_partition_list_t* result =
       rd_kafka_DeleteRecords_result_offsets(rd_kafka_event_DeleteRecords_result(event->get()));
   if (result == nullptr || result->cnt != 1) {
     return absl::InternalError("DeleteRecords answered without the partition");
   }
   if (result->elems[0].err) {
-    return KafkaErrorToStatus(result->elems[0].err,
-                              absl::StrCat("deleting records of ", topic, "[", partition, "]"));
+    absl::Status status = KafkaErrorToStatus(
+        result->elems[0].err, absl::StrCat("deleting records of ", topic, "[", partition, "]"));
+    return RefusesDeleteRecords(result->elems[0].err) ? RefusalStatus(status) : status;
   }
   return result->elems[0].offset;
 }

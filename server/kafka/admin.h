@@ -31,9 +31,14 @@ uint64_t WatermarkQueryCancellations();
 void KeepOpenForAbandonedQueries(std::shared_ptr<void> client);
 absl::StatusOr<Watermarks> QueryWatermarks(rd_kafka_t* rk, const std::string& topic,
                                            int32_t partition, int timeout_ms);
+// The first offset of the partition whose record timestamp is at or after `time_ms` (Kafka's
+// offsets-for-times), or -1 when no record is that recent. Bounded like QueryWatermarks.
+absl::StatusOr<int64_t> OffsetForTime(rd_kafka_t* rk, const std::string& topic, int32_t partition,
+                                      int64_t time_ms, int timeout_ms);
 
 // Deletes the records of a partition below `before` (Kafka's DeleteRecords); returns the new
-// low watermark.
+// low watermark. FAILED_PRECONDITION when the cluster refuses the call for good (a policy such
+// as cleanup.policy=compact, an ACL, a Kafka without it).
 absl::StatusOr<int64_t> DeleteRecordsBefore(rd_kafka_t* rk, const std::string& topic,
                                             int32_t partition, int64_t before, int timeout_ms);
 

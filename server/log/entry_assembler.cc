@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "server/common/crc32c.h"
+
 namespace wal {
 
 void EntryAssembler::Add(int64_t offset, std::string_view value, std::vector<AssembledEntry>* out) {
@@ -75,8 +77,14 @@ void EntryAssembler::Add(int64_t offset, std::string_view value, std::vector<Ass
 
 void EntryAssembler::Complete(int64_t first_offset, const RecordHeader& header, std::string data,
                               std::vector<AssembledEntry>* out) {
-  if (data.size() != header.entry_bytes || EntryCrc(data) != header.entry_crc) {
+  if (data.size() != header.entry_bytes) {
     ++skipped_;
+    Release(out);
+    return;
+  }
+  if (Crc32c(data) != header.entry_crc) {
+    ++skipped_;
+    corrupt_.push_back({first_offset, header.source.created_ms});
     Release(out);
     return;
   }
@@ -86,8 +94,9 @@ void EntryAssembler::Complete(int64_t first_offset, const RecordHeader& header, 
     return;
   }
   ready_bytes_ += data.size();
-  ready_.emplace(first_offset, AssembledEntry{static_cast<uint64_t>(first_offset), std::move(data),
-                                              header.stamp});
+  ready_.emplace(first_offset,
+                 AssembledEntry{static_cast<uint64_t>(first_offset), std::move(data), header.stamp,
+                                header.entry_crc, header.source.created_ms});
   Release(out);
 }
 

@@ -18,6 +18,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "server/log/record_format.h"
@@ -28,13 +29,15 @@ struct AssembledEntry {
   uint64_t entry_id = 0;  // offset of the entry's first record
   std::string data;
   EntryStamp stamp;
+  uint32_t crc32c = 0;     // of `data`, as its records carry it (and as checked)
+  int64_t created_ms = 0;  // when its writer encoded it (0: unknown, an old record)
 };
 
 // Rebuilds the entries of one namespace from its records in offset order, and hands them out in
 // entry-id order. Chunks of different entries may interleave (two writers of one namespace), so
 // chunks are matched by nonce, and a complete entry is held back while an earlier-starting one is
 // still incomplete. Incomplete, out-of-sequence, oversized or CRC-failing entries are never
-// returned; they are counted in skipped().
+// returned; they are counted in skipped(), and the CRC-failing ones reported by TakeCorrupt().
 //
 // Fencing: an entry whose epoch is below that of a fence record seen before its last record (or
 // below `min_epoch`, the fence known to precede the range) is dropped and counted in fenced().
@@ -56,6 +59,18 @@ class EntryAssembler {
   void Flush(std::vector<AssembledEntry>* out);
 
   uint64_t skipped() const { return skipped_; }
+  // Whole entries whose data does not match the checksum their records carry (corrupted in
+  // Kafka or on the way), found since the last call: their ids and (from the header, which the
+  // checksum does not cover) encoding times. Counted in skipped() too and never returned. A
+  // reader ends with DATA_LOSS at the first it should deliver.
+  struct Corrupt {
+    int64_t entry_id = 0;
+    int64_t created_ms = 0;
+    bool operator==(const Corrupt& o) const {
+      return entry_id == o.entry_id && created_ms == o.created_ms;
+    }
+  };
+  std::vector<Corrupt> TakeCorrupt() { return std::exchange(corrupt_, {}); }
   uint64_t fenced() const { return fenced_; }
   uint64_t duplicates() const { return duplicates_; }
   // Incomplete entries given up because the slot showed they can never complete.
@@ -92,6 +107,7 @@ class EntryAssembler {
   // Sequences seen per writer id, as disjoint closed ranges (first -> last): retries and
   // concurrent appends may arrive out of order, but the ranges stay few.
   std::map<uint64_t, std::map<uint64_t, uint64_t>> seen_;
+  std::vector<Corrupt> corrupt_;  // see TakeCorrupt
   uint64_t skipped_ = 0;
   uint64_t fenced_ = 0;
   uint64_t duplicates_ = 0;

@@ -155,8 +155,17 @@ absl::StatusOr<std::shared_ptr<ReadMember>> EntryReader::MakeMember(
                                               " is past the end ", end, " of namespace ",
                                               params.namespace_id));
   }
-  const int64_t start =
-      params.start_entry_id == 0 ? first : static_cast<int64_t>(params.start_entry_id);
+  int64_t start = params.start_entry_id == 0 ? first : static_cast<int64_t>(params.start_entry_id);
+  if (params.start_time_ms != 0 && context_.options.offsets_for_times) {
+    // Kafka's index of record times skips what is older: no record before this offset has a
+    // time at or after start_time_ms, and an entry's record is timed after it was encoded. The
+    // member then starts at the first entry encoded at or after that time.
+    absl::StatusOr<int64_t> at =
+        OffsetForTime(meta_->watermarks_client(), ns->slot.topic, ns->slot.partition,
+                      params.start_time_ms, std::max(1, MillisLeft(stop_at)));
+    if (!at.ok()) return at.status();
+    start = *at < 0 ? end : std::clamp(*at, first, end);
+  }
   if (start < first) {
     return absl::OutOfRangeError(absl::StrCat("start_entry_id ", start, " is below first_entry_id ",
                                               first, " of namespace ", params.namespace_id,
@@ -167,14 +176,19 @@ absl::StatusOr<std::shared_ptr<ReadMember>> EntryReader::MakeMember(
                                               " of namespace ", params.namespace_id));
   }
   int64_t scan_from = start;
+  absl::Status lost;
   if (start < marks.low) {
-    if (absl::Status s = PrunedOrLost(ns->slot, start, marks.low, stop_at); !s.ok()) return s;
-    // Pruned on purpose: the namespace has no entry below the new low watermark.
+    lost = PrunedOrLost(ns->slot, start, marks.low, stop_at);
+    if (!lost.ok() && !(absl::IsDataLoss(lost) && params.skip_lost)) return lost;
+    // Pruned on purpose: the namespace has no entry below the new low watermark. Lost, with
+    // skip_lost: the read says so with a gap and starts there.
     scan_from = marks.low;
   }
   if (start == end && !params.follow) return nullptr;
-  return std::make_shared<ReadMember>(&context_, params, sink, *ns, scan_from, end, stop_at,
-                                      std::move(bell));
+  auto member = std::make_shared<ReadMember>(&context_, params, sink, *ns, scan_from, end, stop_at,
+                                             std::move(bell));
+  if (!lost.ok()) member->AddGap(start, marks.low, v1::Gap::LOST, std::string(lost.message()));
+  return member;
 }
 
 absl::Status EntryReader::Run(const ReadParams& params, const std::shared_ptr<ReadSink>& sink) {

@@ -175,7 +175,7 @@ std::vector<std::vector<std::string>> EntryWriter::Encode(const std::vector<Appe
       encoded.push_back({EncodeFence(item.stamp.epoch, source)});
     } else {
       encoded.push_back(EncodeEntry(item.data, next_nonce_.fetch_add(1), options_.max_record_bytes,
-                                    item.stamp, source));
+                                    item.stamp, source, item.crc32c));
     }
   }
   return encoded;

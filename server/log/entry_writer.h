@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -46,6 +47,8 @@ struct AppendItem {
   EntryStamp stamp;
   // A fence record of stamp.epoch instead of an entry (AcquireNamespace); `data` is unused.
   bool fence = false;
+  // The CRC-32C of `data` its appender sent and walserver checked; computed when absent.
+  std::optional<uint32_t> crc32c = std::nullopt;
 };
 
 class EntryWriter {

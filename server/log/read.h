@@ -29,8 +29,12 @@ class ReadSink {
 struct ReadParams {
   uint64_t namespace_id = 0;
   uint64_t start_entry_id = 0;
+  // Instead of start_entry_id: from the first entry encoded at or after this time (0: unused).
+  int64_t start_time_ms = 0;
   uint64_t limit = 0;
   bool follow = false;
+  // Lost records and corrupt entries become Gaps in the stream instead of ending it.
+  bool skip_lost = false;
   Clock::time_point deadline = Clock::time_point::max();
   // Entry bytes this read may have waiting for its client, and about how many go in one
   // message; 0: ReaderOptions::read_queue_bytes and batch_bytes. The reads of one ReadMany
@@ -48,6 +52,9 @@ struct ReaderOptions {
   // behind leaves the shared scan of its slot (which never waits for one client) and goes on
   // with a scan of its own once its client caught up (which waits up to a second for it).
   size_t read_queue_bytes = 8 << 20;
+  // A read from a time starts at the offset Kafka gives for that time (offsets-for-times) rather
+  // than at the namespace's first entry. False on the mock cluster, which cannot answer it.
+  bool offsets_for_times = true;
 };
 
 // Entry bytes all the reads of one ReadMany may have waiting for its client together, and the

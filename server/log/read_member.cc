@@ -26,7 +26,8 @@ ReadMember::ReadMember(ReadContext* context, const ReadParams& params,
       bell_(std::move(bell)),
       truncated_before_(ns_.truncated_before),
       // A fence before the start is not in the scanned range; the table knows its epoch.
-      assembler_(context->options.max_entry_bytes, ns_.FencedEpochBefore(start)) {}
+      assembler_(context->options.max_entry_bytes, ns_.FencedEpochBefore(start)),
+      time_reached_(params.start_time_ms == 0) {}
 
 void ReadMember::OnRecord(int64_t offset, uint64_t key, std::string_view value) {
   // Below next_offset_: seen already, delivered again after the scan went back for a joiner.
@@ -35,6 +36,7 @@ void ReadMember::OnRecord(int64_t offset, uint64_t key, std::string_view value) 
   if (key != params_.namespace_id || offset < start_ || offset >= end_) return;
   assembler_.Add(offset, value, &ready_);
   TakeReady();
+  EndAtCorrupt();
   // Behind an incomplete split entry that may still complete (another writer's), entries
   // wait; past a bound the read ends rather than hold more, or give the entry up and lose it
   // if it does complete. A torn entry is given up within a minute (log/entry_assembler.h), so
@@ -59,6 +61,7 @@ void ReadMember::OnIdle(int64_t position, bool at_end_of_partition,
   if (position >= end_) {
     assembler_.Flush(&ready_);
     TakeReady();
+    EndAtCorrupt();
     Flush();
     Finish(absl::OkStatus());
     return;
@@ -178,15 +181,93 @@ bool ReadMember::TakeCaughtUp() {
   return true;
 }
 
+void ReadMember::NoteCorrupt() {
+  for (const EntryAssembler::Corrupt& bad : assembler_.TakeCorrupt()) {
+    // Not this read's to deliver: below its start, or before its start time (as the header,
+    // which the checksum does not cover, says).
+    if (bad.entry_id < std::max(start_, truncated_before_)) continue;
+    if (!time_reached_ && bad.created_ms < params_.start_time_ms) continue;
+    corrupt_.insert(bad.entry_id);
+  }
+}
+
+std::string ReadMember::CorruptMessage(int64_t id) const {
+  return absl::StrCat("entry ", id, " of namespace ", params_.namespace_id, " in ", ns_.slot.topic,
+                      "[", ns_.slot.partition,
+                      "] is corrupt: its data does not match the checksum stored with it");
+}
+
+bool ReadMember::PassCorruptBefore(int64_t id) {
+  while (!corrupt_.empty() && *corrupt_.begin() < id) {
+    if (!params_.skip_lost) return false;
+    const int64_t bad = *corrupt_.begin();
+    corrupt_.erase(corrupt_.begin());
+    AddGap(bad, bad + 1, v1::Gap::UNDECODABLE, CorruptMessage(bad));
+  }
+  return true;
+}
+
+void ReadMember::EndAtCorrupt() {
+  if (done_ || corrupt_.empty()) return;
+  // Every entry before a corrupt one is delivered first: those still incomplete may complete.
+  const std::optional<int64_t> waiting = assembler_.oldest_incomplete();
+  if (params_.skip_lost) {
+    PassCorruptBefore(waiting.value_or(std::numeric_limits<int64_t>::max()));
+    return;
+  }
+  const int64_t bad = *corrupt_.begin();
+  if (waiting && *waiting < bad) return;
+  Flush();
+  Finish(absl::DataLossError(absl::StrCat(
+      CorruptMessage(bad), ". The entries before it were delivered; a read from entry ", bad + 1,
+      " goes on past it, and one with skip_lost reports it as a gap")));
+}
+
+void ReadMember::AddGap(int64_t from, int64_t to, v1::Gap::Reason reason, std::string message) {
+  if (done_ || from >= to) return;
+  v1::Gap* gap = batch_.add_gaps();
+  gap->set_namespace_id(params_.namespace_id);
+  gap->set_from_entry_id(static_cast<uint64_t>(from));
+  gap->set_to_entry_id(static_cast<uint64_t>(to));
+  gap->set_reason(reason);
+  gap->set_message(std::move(message));
+  context_->metrics->read_gaps += 1;
+  Flush();  // the entries after the gap go in later messages
+}
+
+void ReadMember::OnLost(int64_t to, const absl::Status& loss) {
+  if (done_) return;
+  if (!params_.skip_lost) {
+    Finish(loss);
+    return;
+  }
+  const int64_t from = std::max(resume_at(), truncated_before_);
+  // Entries begun before the gap can never complete; the complete ones before it go first.
+  assembler_.Flush(&ready_);
+  TakeReady();
+  EndAtCorrupt();
+  AddGap(from, to, v1::Gap::LOST, std::string(loss.message()));
+  next_offset_ = std::max(next_offset_, to);
+}
+
 void ReadMember::TakeReady() {
+  NoteCorrupt();
   for (AssembledEntry& e : ready_) {
     if (done_) break;
     if (static_cast<int64_t>(e.entry_id) < std::max(start_, truncated_before_)) continue;
+    if (!PassCorruptBefore(static_cast<int64_t>(e.entry_id))) break;  // EndAtCorrupt ends it
+    // A read from a time starts at the first entry encoded at or after it; every entry after
+    // that one follows, whatever the clocks of other writers said.
+    if (!time_reached_) {
+      if (e.created_ms < params_.start_time_ms) continue;
+      time_reached_ = true;
+    }
     v1::Entry* out = batch_.add_entries();
     out->set_namespace_id(params_.namespace_id);
     out->set_entry_id(e.entry_id);
     out->set_epoch(e.stamp.epoch);
     out->set_sequence(e.stamp.sequence);
+    out->set_crc32c(e.crc32c);
     batch_bytes_ += e.data.size();
     context_->metrics->read_bytes += e.data.size();
     ++context_->metrics->read_entries;
@@ -203,7 +284,7 @@ void ReadMember::TakeReady() {
 }
 
 void ReadMember::Flush() {
-  if (batch_.entries_size() == 0) return;
+  if (batch_.entries_size() == 0 && batch_.gaps_size() == 0) return;
   std::lock_guard<std::mutex> lock(mu_);
   queue_.emplace_back(std::move(batch_), batch_bytes_);
   queue_bytes_ += batch_bytes_;
@@ -217,9 +298,13 @@ void ReadMember::Flush() {
 bool ReadMember::DropTruncated(v1::ReadResponse* batch) const {
   const std::optional<int64_t> truncated_before = context_->truncated_before(params_.namespace_id);
   const int64_t cut = truncated_before.value_or(std::numeric_limits<int64_t>::max());
+  auto* gaps = batch->mutable_gaps();
+  for (int i = gaps->size() - 1; i >= 0; --i) {  // truncated: no longer this read's business
+    if (static_cast<int64_t>(gaps->Get(i).to_entry_id()) <= cut) gaps->DeleteSubrange(i, 1);
+  }
   auto* entries = batch->mutable_entries();
   if (entries->empty() || static_cast<int64_t>(entries->begin()->entry_id()) >= cut) {
-    return entries->empty();
+    return entries->empty() && gaps->empty();
   }
   int keep_from = 0;
   while (keep_from < entries->size() &&
@@ -227,7 +312,7 @@ bool ReadMember::DropTruncated(v1::ReadResponse* batch) const {
     ++keep_from;
   }
   entries->DeleteSubrange(0, keep_from);
-  return entries->empty();
+  return entries->empty() && gaps->empty();
 }
 
 }  // namespace wal

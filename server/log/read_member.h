@@ -21,6 +21,9 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <set>
+#include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -88,6 +91,12 @@ class ReadMember {
   // Ends the member's part in scans (scan thread, or before any scan): its read thread sends
   // what is queued, then answers `status`.
   void Finish(absl::Status status);
+  // Records of the scanned range below `to` are gone from Kafka (`loss` says which): ends the
+  // read with `loss`, or with skip_lost delivers what came before, adds a LOST gap and goes on
+  // from `to`.
+  void OnLost(int64_t to, const absl::Status& loss);
+  // Adds a gap after the entries taken so far and queues them (skip_lost).
+  void AddGap(int64_t from, int64_t to, v1::Gap::Reason reason, std::string message);
   // Takes the member off its scan (scan thread, which must not touch it afterwards).
   void Detach();
   // For a scan that serves this member alone (scan thread): waits at most `at_most` for the read
@@ -112,8 +121,18 @@ class ReadMember {
   // How often a member looks up its namespace's truncation point while it reads.
   static constexpr auto kMetaCheckInterval = std::chrono::milliseconds(100);
 
-  // Moves assembled entries into the batch, queueing full batches; finishes at the limit.
+  // Moves assembled entries into the batch, queueing full batches; finishes at the limit. Stops
+  // before an entry past a corrupt one.
   void TakeReady();
+  // Remembers the corrupt entries this read should deliver (EntryAssembler::TakeCorrupt).
+  void NoteCorrupt();
+  // Before delivering entry `id`: with skip_lost, a gap for each corrupt entry below it (true);
+  // without, false when there is one (the read must end there).
+  bool PassCorruptBefore(int64_t id);
+  // Once every entry before the first corrupt one was delivered: ends the read with DATA_LOSS
+  // there, or with skip_lost adds its gap and goes on.
+  void EndAtCorrupt();
+  std::string CorruptMessage(int64_t id) const;
   // Queues the batch for the read's thread (scan thread); never waits.
   void Flush();
   // Read thread: drops the entries of `batch` that a truncation since they were queued removed.
@@ -137,6 +156,8 @@ class ReadMember {
   int64_t next_offset_ = 0;  // records below were handed to this read already
   EntryAssembler assembler_;
   std::vector<AssembledEntry> ready_;
+  std::set<int64_t> corrupt_;  // corrupt entries of this read's range, not yet passed
+  bool time_reached_;  // an entry at or after params_.start_time_ms was met (or there is none)
   v1::ReadResponse batch_;
   size_t batch_bytes_ = 0;
   uint64_t sent_ = 0;

@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "server/common/crc32c.h"
 
 namespace wal {
 namespace {
@@ -47,62 +48,14 @@ uint64_t OriginOf(std::string_view name) {
   return hash == 0 ? 1 : hash;
 }
 
-namespace {
-
-// CRC-32C (Castagnoli), reflected polynomial 0x82F63B78: the checksum Kafka's record batches
-// use too. SSE4.2 computes it in hardware at several GB/s; the table is the fallback.
-constexpr uint32_t kCrc32cPoly = 0x82F63B78u;
-
-struct Crc32cTable {
-  uint32_t t[256];
-  constexpr Crc32cTable() : t() {
-    for (uint32_t i = 0; i < 256; ++i) {
-      uint32_t c = i;
-      for (int k = 0; k < 8; ++k) c = (c & 1) ? (c >> 1) ^ kCrc32cPoly : c >> 1;
-      t[i] = c;
-    }
-  }
-};
-constexpr Crc32cTable kCrc32c;
-
-uint32_t Crc32cSoftware(uint32_t crc, const uint8_t* p, size_t n) {
-  for (size_t i = 0; i < n; ++i) crc = kCrc32c.t[(crc ^ p[i]) & 0xff] ^ (crc >> 8);
-  return crc;
-}
-
-#if defined(__x86_64__)
-__attribute__((target("sse4.2"))) uint32_t Crc32cHardware(uint32_t crc, const uint8_t* p,
-                                                          size_t n) {
-  uint64_t c = crc;
-  for (; n >= 8; n -= 8, p += 8) {
-    uint64_t word;
-    std::memcpy(&word, p, 8);
-    c = __builtin_ia32_crc32di(c, word);
-  }
-  uint32_t c32 = static_cast<uint32_t>(c);
-  for (; n > 0; --n, ++p) c32 = __builtin_ia32_crc32qi(c32, *p);
-  return c32;
-}
-const bool kHaveSse42 = __builtin_cpu_supports("sse4.2");
-#endif
-
-}  // namespace
-
-uint32_t EntryCrc(std::string_view data) {
-  const auto* p = reinterpret_cast<const uint8_t*>(data.data());
-#if defined(__x86_64__)
-  if (kHaveSse42) return ~Crc32cHardware(~0u, p, data.size());
-#endif
-  return ~Crc32cSoftware(~0u, p, data.size());
-}
-
 std::vector<std::string> EncodeEntry(std::string_view data, uint64_t nonce, size_t max_record_bytes,
-                                     const EntryStamp& stamp, const RecordSource& source) {
+                                     const EntryStamp& stamp, const RecordSource& source,
+                                     std::optional<uint32_t> crc) {
   const size_t chunk_bytes = max_record_bytes - kRecordHeaderBytes;
   RecordHeader header;
   header.stamp = stamp;
   header.source = source;
-  header.entry_crc = EntryCrc(data);
+  header.entry_crc = crc ? *crc : Crc32c(data);
   header.entry_bytes = data.size();
   header.entry_nonce = nonce;
   const size_t chunks = std::max<size_t>(1, (data.size() + chunk_bytes - 1) / chunk_bytes);
@@ -131,7 +84,7 @@ std::string EncodeFence(uint64_t epoch, const RecordSource& source) {
   RecordHeader header;
   header.source = source;
   header.kind = RecordKind::kFence;
-  header.entry_crc = EntryCrc({});
+  header.entry_crc = Crc32c({});
   header.stamp.epoch = epoch;
   std::string record(kRecordHeaderBytes, '\0');
   PutHeader(header, record.data());

@@ -78,13 +78,12 @@ struct DecodedRecord {
   std::string_view payload;  // points into the decoded value
 };
 
-// CRC-32C of `data` (hardware-accelerated where the CPU has SSE4.2).
-uint32_t EntryCrc(std::string_view data);
-
 // Splits `data` into record values of at most `max_record_bytes` each (header included).
-// `max_record_bytes` must exceed kRecordHeaderBytes.
+// `max_record_bytes` must exceed kRecordHeaderBytes. `crc`: the entry's CRC-32C as its appender
+// computed it and walserver checked it (end-to-end); computed here when not given.
 std::vector<std::string> EncodeEntry(std::string_view data, uint64_t nonce, size_t max_record_bytes,
-                                     const EntryStamp& stamp = {}, const RecordSource& source = {});
+                                     const EntryStamp& stamp = {}, const RecordSource& source = {},
+                                     std::optional<uint32_t> crc = std::nullopt);
 // The fence record of `epoch`.
 std::string EncodeFence(uint64_t epoch, const RecordSource& source = {});
 

@@ -269,7 +269,7 @@ void SlotScan::DetachOverLimit() {
 
 void SlotScan::LoseRange(int64_t low, const absl::Status& loss) {
   for (auto& m : members_) {
-    if (!m->done() && m->resume_at() < low && next_ < m->end()) m->Finish(loss);
+    if (!m->done() && m->resume_at() < low && next_ < m->end()) m->OnLost(low, loss);
   }
   changed_ = true;
 }

@@ -1,6 +1,7 @@
 #include "server/meta/pruner.h"
 
 #include <random>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "server/common/deadline.h"
@@ -10,11 +11,12 @@
 namespace wal {
 
 Pruner::Pruner(MetaStore* meta, rd_kafka_t* admin, std::vector<Slot> slots,
-               std::chrono::milliseconds interval, Metrics* metrics)
+               std::chrono::milliseconds interval, PruneMode mode, Metrics* metrics)
     : meta_(meta),
       admin_(admin),
       slots_(std::move(slots)),
       interval_(interval),
+      mode_(mode),
       metrics_(metrics),
       thread_([this] { Loop(); }) {}
 
@@ -40,7 +42,7 @@ void Pruner::Loop() {
   // Jitter, so that the sidecars sharing a Kafka cluster do not prune in step.
   std::mt19937 rng(std::random_device{}());
   std::unique_lock<std::mutex> lock(mu_);
-  while (!stop_) {
+  while (!stop_ && !logical_) {
     const auto wait = interval_ / 2 + interval_ * (rng() % 1000) / 1000;
     if (cv_.wait_for(lock, wait, [this] { return stop_; })) break;
     lock.unlock();
@@ -51,6 +53,7 @@ void Pruner::Loop() {
 }
 
 absl::Status Pruner::RunOnce() {
+  if (logical_) return absl::OkStatus();
   const auto round_deadline = Clock::now() + kRoundTimeout;
   // Each step waits on Kafka for at most kStepTimeout and the round's rest; between steps the
   // round gives up when asked to stop or out of time. With Kafka unreachable that bounds both
@@ -103,6 +106,19 @@ absl::Status Pruner::RunOnce() {
     point = meta_->PrunedBefore(slot);
     if (point <= marks[i]->low) continue;
     auto low = DeleteRecordsBefore(admin_, slot.topic, slot.partition, point, step_ms());
+    if (!low.ok() && absl::IsFailedPrecondition(low.status())) {
+      ++metrics_->prune_refusals;
+      if (mode_ == PruneMode::kAuto) {
+        logical_ = true;
+        metrics_->prune_logical = 1;
+        spdlog::warn(
+            "pruning: {}. --prune_mode=auto: pruning logically from now on: truncated entries "
+            "stay unreadable, but their records stay in Kafka until the topics' retention "
+            "(--prune_mode=logical says so from the start)",
+            std::string(low.status().message()));
+        return absl::OkStatus();
+      }
+    }
     if (!low.ok()) {
       if (first_error.ok()) first_error = low.status();
       continue;

@@ -10,6 +10,7 @@
 // missing above it are reported as DATA_LOSS.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -23,11 +24,18 @@
 
 namespace wal {
 
+// --prune_mode. kLogical never deletes: truncated entries are unreadable (the namespace table
+// says so) and their records stay until the topics' retention. kDelete deletes, and reports
+// every failure. kAuto deletes until the cluster refuses DeleteRecords for good (a policy, an
+// ACL, a managed Kafka without it), then goes logical: one log line, walserver_prune_logical,
+// no more attempts.
+enum class PruneMode { kAuto, kDelete, kLogical };
+
 class Pruner {
  public:
-  // Prunes `slots` every `interval` (with jitter) through `admin`.
+  // Prunes `slots` every `interval` (with jitter) through `admin` (mode kAuto or kDelete).
   Pruner(MetaStore* meta, rd_kafka_t* admin, std::vector<Slot> slots,
-         std::chrono::milliseconds interval, Metrics* metrics);
+         std::chrono::milliseconds interval, PruneMode mode, Metrics* metrics);
   ~Pruner();  // Stop(), then waits for the step in progress (at most kStepTimeout)
 
   // Asks the pruner to stop without waiting: the round in progress ends after its current step,
@@ -35,7 +43,10 @@ class Pruner {
   void Stop();
 
   // One round over every slot; returns the first error (the other slots are still tried).
+  // In kAuto, a refusal ends the round and every later one (OK).
   absl::Status RunOnce();
+  // kAuto after a refusal: no more DeleteRecords.
+  bool logical() const { return logical_.load(); }
 
   // A round's whole budget, and the most any one Kafka query of it may take.
   static constexpr std::chrono::milliseconds kRoundTimeout{30000};
@@ -49,10 +60,12 @@ class Pruner {
   rd_kafka_t* const admin_;
   const std::vector<Slot> slots_;
   const std::chrono::milliseconds interval_;
+  const PruneMode mode_;
   Metrics* const metrics_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::atomic<bool> logical_{false};
   std::thread thread_;
 };
 

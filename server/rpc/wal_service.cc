@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <deque>
 #include <future>
+#include <limits>
 #include <map>
 #include <set>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "server/common/crc32c.h"
 #include "server/common/deadline.h"
 #include "server/kafka/admin.h"
 #include "server/rpc/grpc_status.h"
@@ -261,6 +263,18 @@ absl::Status WalServiceImpl::PrepareAppend(const v1::AppendRequest& request,
           absl::StrCat("entries[", i, "] is ", entry.data().size(), " bytes, over the limit of ",
                        options_.max_entry_bytes, " bytes (max_entry_bytes); nothing was written"));
     }
+    if (entry.has_crc32c()) {
+      // End to end: data that changed since its appender computed the checksum (on the wire, in
+      // a proxy, in either process's memory) is refused, not written.
+      if (const uint32_t actual = Crc32c(entry.data()); actual != entry.crc32c()) {
+        ++metrics_->append_checksum_mismatches;
+        return absl::InvalidArgumentError(absl::StrCat(
+            "entries[", i, "]: crc32c ", entry.crc32c(), " does not match its ",
+            entry.data().size(), " bytes of data (their CRC-32C is ", actual,
+            "): the entry was corrupted between its appender and walserver, or the appender "
+            "computed another checksum; nothing was written"));
+      }
+    }
     auto it = std::find_if(known.begin(), known.end(),
                            [&](const auto& k) { return k.first == entry.namespace_id(); });
     if (it == known.end()) {
@@ -277,8 +291,10 @@ absl::Status WalServiceImpl::PrepareAppend(const v1::AppendRequest& request,
           " is fenced (another writer owns the namespace now); nothing was written"));
     }
     if (entry.epoch() > ns.epoch) *epoch_ahead = true;
-    items->push_back(AppendItem{ns.slot, entry.namespace_id(), entry.data(),
-                                EntryStamp{entry.epoch(), request.writer_id(), entry.sequence()}});
+    items->push_back(AppendItem{
+        ns.slot, entry.namespace_id(), entry.data(),
+        EntryStamp{entry.epoch(), request.writer_id(), entry.sequence()}, /*fence=*/false,
+        entry.has_crc32c() ? std::optional<uint32_t>(entry.crc32c()) : std::nullopt});
   }
   return absl::OkStatus();
 }
@@ -369,6 +385,28 @@ grpc::ServerUnaryReactor* WalServiceImpl::Append(grpc::CallbackServerContext* ct
   return reactor;
 }
 
+namespace {
+
+// start_time_ms: one start or the other, and a time Kafka can hold (ms since the epoch, int64).
+absl::Status CheckStartTime(const v1::ReadRequest& read, absl::string_view field_prefix,
+                            ReadParams* params) {
+  if (read.start_time_ms() == 0) return absl::OkStatus();
+  if (read.start_entry_id() != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field_prefix, "start_entry_id ", read.start_entry_id(), " and ", field_prefix,
+        "start_time_ms ", read.start_time_ms(), " both say where to start; give one or the other"));
+  }
+  if (read.start_time_ms() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field_prefix, "start_time_ms ", read.start_time_ms(),
+                     " is not a time: milliseconds since the Unix epoch, at most 2^63-1"));
+  }
+  params->start_time_ms = static_cast<int64_t>(read.start_time_ms());
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 grpc::ServerWriteReactor<v1::ReadResponse>* WalServiceImpl::Read(grpc::CallbackServerContext* ctx,
                                                                  const v1::ReadRequest* request) {
   auto* reactor = new ReadReactor();
@@ -380,8 +418,10 @@ grpc::ServerWriteReactor<v1::ReadResponse>* WalServiceImpl::Read(grpc::CallbackS
     params.start_entry_id = request->start_entry_id();
     params.limit = request->limit();
     params.follow = request->follow();
+    params.skip_lost = request->skip_lost();
     params.deadline = SteadyDeadline(*ctx);
-    status = reader_->Start(params, reactor->bridge());
+    status = CheckStartTime(*request, "", &params);
+    if (status.ok()) status = reader_->Start(params, reactor->bridge());
   }
   if (!status.ok()) reactor->Finish(ToGrpcStatus(status));
   return reactor;
@@ -445,7 +485,9 @@ grpc::ServerWriteReactor<v1::ReadResponse>* WalServiceImpl::ReadMany(
     params.start_entry_id = read.start_entry_id();
     params.limit = read.limit();
     params.follow = request->follow();
+    params.skip_lost = read.skip_lost();
     params.deadline = SteadyDeadline(*ctx);
+    if (status.ok()) status = CheckStartTime(read, absl::StrCat("reads[", i, "]."), &params);
     reads.push_back(params);
   }
   if (status.ok()) status = reader_->StartMany(std::move(reads), reactor->bridge());

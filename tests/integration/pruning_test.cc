@@ -189,6 +189,28 @@ TEST_F(PruningTest, RecordsKafkaLostAreDataLossNeverSilence) {
   auto rest = client_->ReadAll(1, ids_[5]);
   ASSERT_TRUE(rest.ok()) << rest.status();
   EXPECT_EQ(rest->size(), 5u);
+  // With skip_lost, the read says what is gone and goes on: the recovery a datanode in a crash
+  // loop on this namespace needs.
+  std::vector<std::string> got;
+  ReadOptions skip;
+  skip.namespace_id = 1;
+  skip.skip_lost = true;
+  skip.on_gap = [&](const v1::Gap& gap) {
+    EXPECT_EQ(gap.reason(), v1::Gap::LOST);
+    EXPECT_LE(gap.from_entry_id(), ids_[0]);
+    EXPECT_EQ(gap.to_entry_id(), ids_[5]);
+    EXPECT_NE(gap.message().find("gone from Kafka"), std::string::npos) << gap.message();
+    got.push_back("gap");
+  };
+  ASSERT_TRUE(client_
+                  ->Read(skip,
+                         [&](v1::Entry& e) {
+                           got.push_back(e.data());
+                           return true;
+                         })
+                  .ok());
+  EXPECT_EQ(got, (std::vector<std::string>{"gap", "entry 5", "entry 6", "entry 7", "entry 8",
+                                           "entry 9"}));
   // Truncating past the gap makes the namespace whole again.
   ASSERT_TRUE(client_->Truncate(1, ids_[5]).ok());
   auto after = client_->ReadAll(1);
@@ -244,6 +266,59 @@ TEST_F(PruningTest, ANamespaceCreatedWhilePruningIsReadable) {
     EXPECT_TRUE(read->empty());
   }
   EXPECT_GT(Marks().low, 0);
+}
+
+// --prune_mode=auto on a cluster that refuses DeleteRecords: cleanup.policy=compact makes Kafka
+// answer POLICY_VIOLATION, as a managed service without DeleteRecords or an ACL would refuse.
+TEST_F(PruningTest, AutoModeTurnsLogicalWhenKafkaRefusesDeleteRecords) {
+  // Two walservers on the same slot, one in each mode. Started before the policy changes:
+  // walserver refuses at start topics made with other settings.
+  const auto start_server = [&](const std::string& mode) {
+    ServerOptions options = MockServerOptions();
+    options.brokers = brokers_;
+    options.replication_factor = 1;
+    options.min_insync_replicas = 1;
+    options.topic_prefix = prefix_;
+    options.topic_count = 1;
+    options.partitions_per_topic = 1;
+    options.prune_interval = milliseconds(200);
+    options.prune_mode = mode;
+    auto server = WalServer::Start(options);
+    EXPECT_TRUE(server.ok()) << server.status();
+    return server.ok() ? std::move(*server) : nullptr;
+  };
+  auto server = start_server("auto");
+  ASSERT_NE(server, nullptr);
+  auto deleting = start_server("delete");
+  ASSERT_NE(deleting, nullptr);
+  const std::string command = absl::StrCat(KAFKA_SH, " topic-config ", brokers_, " ", prefix_,
+                                           "_0 cleanup.policy=compact >&2");
+  ASSERT_EQ(std::system(command.c_str()), 0) << command;
+  auto client = Connect(server->address());
+  ASSERT_TRUE(client->CreateNamespace(1).ok());
+  auto ids = client->Append(1, {"a", "b", "c", "d"});
+  ASSERT_TRUE(ids.ok()) << ids.status();
+  ASSERT_TRUE(client->Truncate(1, (*ids)[2]).ok());
+
+  // The first refusal switches auto to logical pruning, once: no attempt every round after.
+  const auto deadline = Clock::now() + seconds(20);
+  while (server->metrics().prune_logical.load() == 0 && Clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+  ASSERT_EQ(server->metrics().prune_logical.load(), 1) << "auto never went logical";
+  std::this_thread::sleep_for(seconds(2));  // about ten rounds
+  EXPECT_EQ(server->metrics().prune_refusals.load(), 1u);
+  const std::string metrics = server->metrics().Render();
+  EXPECT_NE(metrics.find("walserver_prune_logical 1"), std::string::npos) << metrics;
+  // delete keeps trying, and reports each refusal.
+  EXPECT_GE(deleting->metrics().prune_refusals.load(), 3u);
+  EXPECT_EQ(deleting->metrics().prune_logical.load(), 0);
+  // Truncation still holds (logically), and nothing was deleted.
+  auto read = client->ReadAll(1);
+  ASSERT_TRUE(read.ok()) << read.status();
+  ASSERT_EQ(read->size(), 2u);
+  EXPECT_EQ(read->front().data(), "c");
+  EXPECT_EQ(Marks().low, 0);
 }
 
 }  // namespace

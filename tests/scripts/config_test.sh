@@ -27,6 +27,10 @@ expect_contains "$(cat "$work/err")" "WALSERVER_TOPIC_COUNTT"
 expect_exit 2 "$WALSERVER" --log_format=xml
 expect_exit 2 "$WALSERVER" --topic_count=0 --http_listen=
 expect_contains "$(cat "$work/err")" "topic_count and partitions_per_topic must be at least 1"
+expect_exit 2 "$WALSERVER" --prune_mode=sometimes --http_listen=
+expect_contains "$(cat "$work/err")" "--prune_mode=sometimes is not a mode: auto"
+expect_exit 2 "$WALSERVER" --compression=brotli --http_listen=
+expect_contains "$(cat "$work/err")" "--compression=brotli is not a codec: none, lz4"
 
 # Precedence: file < environment < command line. The file asks for prefix "fromfile" and JSON
 # logs; the environment overrides the prefix; a second run overrides it again on the command line.

@@ -258,4 +258,52 @@ TEST(MockFaults, SlowKafkaTimesOutAppendsAndTheClientRetriesThrough) {
 }
 
 }  // namespace
+// The mock cluster has no DeleteRecords, like some managed Kafka services: --prune_mode=auto
+// finds that out at its first round and truncates logically from then on, without retrying.
+TEST(MockFaults, PruningGoesLogicalWhereDeleteRecordsIsRefused) {
+  ServerOptions options = MockServerOptions();
+  options.topic_prefix = UniqueName("prunemode");
+  options.topic_count = 1;
+  options.partitions_per_topic = 1;
+  options.prune_interval = std::chrono::milliseconds(100);
+  auto server = WalServer::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto client = Connect((*server)->address());
+  ASSERT_TRUE(client->CreateNamespace(1).ok());
+  auto ids = client->Append(1, {"a", "b", "c"});
+  ASSERT_TRUE(ids.ok()) << ids.status();
+  ASSERT_TRUE(client->Truncate(1, (*ids)[1]).ok());
+  const Metrics& metrics = (*server)->metrics();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (metrics.prune_logical.load() == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_EQ(metrics.prune_logical.load(), 1) << "auto never went logical on the mock";
+  std::this_thread::sleep_for(std::chrono::seconds(1));  // about ten rounds
+  EXPECT_EQ(metrics.prune_refusals.load(), 1u) << "it kept trying";
+  auto read = client->ReadAll(1);
+  ASSERT_TRUE(read.ok()) << read.status();
+  ASSERT_EQ(read->size(), 2u);
+  EXPECT_EQ(read->front().data(), "b");
+}
+
+// --prune_mode=logical never tries; a mode that does not exist is refused at start.
+TEST(MockFaults, PruneModeLogicalNeverDeletesAndBadModesAreRefused) {
+  ServerOptions options = MockServerOptions();
+  options.topic_prefix = UniqueName("logical");
+  options.prune_interval = std::chrono::milliseconds(50);
+  options.prune_mode = "logical";
+  auto server = WalServer::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  EXPECT_EQ((*server)->metrics().prune_logical.load(), 1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ((*server)->metrics().prune_refusals.load(), 0u);
+  server->reset();
+  options.prune_mode = "sometimes";
+  auto refused = WalServer::Start(options);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("--prune_mode=sometimes"), absl::string_view::npos)
+      << refused.status();
+}
+
 }  // namespace wal::testing

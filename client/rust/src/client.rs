@@ -34,6 +34,9 @@ pub struct ClientOptions {
     /// Appends travel on one shared `AppendStream` call (true, the default); false: one unary
     /// `Append` call each.
     pub append_stream: bool,
+    /// Send a CRC-32C with every entry appended, and check the one every entry read carries
+    /// (see "Checksums" in the crate docs). True.
+    pub checksums: bool,
     /// Identifies this client's appends (see "Retry-safe appends"); 0 picks a random id. Give
     /// two clients the same id only if they never append to the same namespace.
     pub writer_id: u64,
@@ -60,6 +63,7 @@ impl ClientOptions {
             retry_backoff: Duration::from_millis(100),
             append_attempt_timeout: Duration::from_secs(10),
             append_stream: true,
+            checksums: true,
             writer_id: 0,
             auth_token: String::new(),
             tls_ca_file: None,
@@ -392,6 +396,11 @@ impl Client {
         if request.writer_id == 0 {
             request.writer_id = self.inner.writer_id;
         }
+        if self.inner.options.checksums {
+            for entry in &mut request.entries {
+                entry.crc32c.get_or_insert_with(|| crc32c::crc32c(&entry.data));
+            }
+        }
         let mut writers = self.inner.writers.lock().unwrap();
         for entry in &mut request.entries {
             if entry.sequence == 0 {
@@ -418,6 +427,22 @@ impl Client {
                 .await?;
         Ok(response.into_inner().entry_ids)
     }
+}
+
+/// Ok when `entry` carries no checksum or matches it; `DataLoss` naming the entry otherwise.
+pub(crate) fn check_entry_checksum(entry: &Entry) -> Result<(), Status> {
+    let Some(expected) = entry.crc32c else { return Ok(()) }; // a walserver from before checksums
+    let actual = crc32c::crc32c(&entry.data);
+    if actual == expected {
+        return Ok(());
+    }
+    Err(Status::data_loss(format!(
+        "entry {} of namespace {}: its {} bytes do not match the crc32c stored with it ({expected}, \
+         the data has {actual}): corrupted between Kafka and this client; the read stops before it",
+        entry.entry_id,
+        entry.namespace_id,
+        entry.data.len()
+    )))
 }
 
 /// Awaits `call` until `deadline` (none: forever); `DeadlineExceeded` when it passes first.
@@ -623,5 +648,29 @@ mod tests {
         let client = Client::connect(options).await.unwrap();
         assert_ne!(client.writer_id(), 0);
         assert_eq!(client.get_namespace(1).await.unwrap_err().code(), Code::Unavailable);
+    }
+}
+
+#[cfg(test)]
+mod checksum_tests {
+    use super::*;
+
+    #[test]
+    fn an_entry_read_must_match_its_checksum() {
+        let entry = |data: &'static [u8], crc32c: Option<u32>| Entry {
+            namespace_id: 7,
+            entry_id: 3,
+            data: Bytes::from_static(data),
+            crc32c,
+            ..Default::default()
+        };
+        assert!(check_entry_checksum(&entry(b"three", Some(crc32c::crc32c(b"three")))).is_ok());
+        assert!(check_entry_checksum(&entry(b"three", None)).is_ok(), "an older walserver");
+        let status = check_entry_checksum(&entry(b"thr33", Some(crc32c::crc32c(b"three"))));
+        let status = status.unwrap_err();
+        assert_eq!(status.code(), Code::DataLoss);
+        assert!(status.message().contains("entry 3 of namespace 7"), "{status}");
+        // The check value of CRC-32C (RFC 3720), as walserver computes it.
+        assert_eq!(crc32c::crc32c(b"123456789"), 0xE3069283);
     }
 }

@@ -30,7 +30,7 @@
 //! | `NotFound` | unknown or deleted namespace |
 //! | `OutOfRange` | a start or truncation point past the end, or a start below `first_entry_id` |
 //! | `FailedPrecondition` | the namespace was acquired by another writer (a higher epoch) |
-//! | `DataLoss` | records that were never truncated are gone from Kafka |
+//! | `DataLoss` | records that were never truncated are gone from Kafka, or an entry read does not match its checksum |
 //! | `Unavailable` | Kafka or walserver unreachable; safe to retry (see below) |
 //! | `ResourceExhausted` | a server limit was reached; retry later |
 //! | `DeadlineExceeded` | no answer within the call's deadline |
@@ -63,6 +63,14 @@
 //! the first attempt was written and only its answer was lost, or walserver restarted in
 //! between. The ids an append returns are those of the copy it wrote.
 //!
+//! # Checksums
+//!
+//! With [`ClientOptions::checksums`] (the default) every entry this client appends carries the
+//! CRC-32C of its data; walserver refuses an entry whose data no longer matches
+//! (`InvalidArgument`, nothing written) and keeps the checksum in Kafka with the entry. Every
+//! entry read carries its checksum back and the client checks it: a mismatch ends the read with
+//! `DataLoss`, never a silently wrong entry.
+//!
 //! # Fencing
 //!
 //! [`Client::acquire_namespace`] makes this client the namespace's writer with a new epoch, which
@@ -94,6 +102,6 @@ pub mod proto {
 
 pub use bytes::Bytes;
 pub use client::{AcquireResult, Client, ClientOptions, CreateNamespaceResult};
-pub use proto::{AppendRequest, Entry, Namespace, ReadEnd};
+pub use proto::{AppendRequest, Entry, Gap, Namespace, ReadEnd};
 pub use read::{ReadItem, ReadManyOptions, ReadManyStream, ReadOptions, ReadStart, ReadStream};
 pub use tonic::{Code, Status};

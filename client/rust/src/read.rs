@@ -10,8 +10,8 @@ use tokio::time::Instant;
 use tonic::codec::Streaming;
 use tonic::{Code, Status};
 
-use crate::client::{retry_backoff, retry_jitter, until, Client};
-use crate::proto::{Entry, ReadEnd, ReadManyRequest, ReadRequest, ReadResponse};
+use crate::client::{check_entry_checksum, retry_backoff, retry_jitter, until, Client};
+use crate::proto::{Entry, Gap, ReadEnd, ReadManyRequest, ReadRequest, ReadResponse};
 
 /// One namespace to read: [`Client::read`].
 #[derive(Clone, Debug, Default)]
@@ -24,6 +24,14 @@ pub struct ReadOptions {
     pub limit: u64,
     /// Keep receiving entries appended after the read began, until the stream is dropped.
     pub follow: bool,
+    /// Instead of `start_entry_id`: from the first entry appended at or after this time (ms
+    /// since the Unix epoch, by the clock of the walserver that wrote it), and every entry after
+    /// it. 0: unused. Both set: `InvalidArgument`.
+    pub start_time_ms: u64,
+    /// Gap-tolerant recovery: records gone from Kafka and corrupt entries become
+    /// [`ReadItem::Gap`]s of [`Client::read_with_gaps`] (left out by [`Client::read`]) and the
+    /// read goes on past them, instead of ending with `DataLoss`.
+    pub skip_lost: bool,
     /// Deadline of the whole read, counted from the call to [`Client::read`]; `None` (or zero):
     /// [`crate::ClientOptions::timeout`], or none for a follow read.
     pub timeout: Option<Duration>,
@@ -45,6 +53,10 @@ pub struct ReadStart {
     pub start_entry_id: u64,
     /// At most this many entries of this namespace; 0: no limit.
     pub limit: u64,
+    /// Instead of `start_entry_id`: see [`ReadOptions::start_time_ms`].
+    pub start_time_ms: u64,
+    /// See [`ReadOptions::skip_lost`]; the gaps come as [`ReadItem::Gap`].
+    pub skip_lost: bool,
 }
 
 /// Several namespaces replayed on one stream: [`Client::read_many`].
@@ -65,6 +77,9 @@ pub struct ReadManyOptions {
 pub enum ReadItem {
     /// The next entry of one namespace (in id order within the namespace).
     Entry(Entry),
+    /// With `skip_lost`: ids of one namespace the read went past (records gone from Kafka, or
+    /// a corrupt entry), after the entries before them.
+    Gap(Gap),
     /// One namespace's part ended, after its last entry: `code` 0 when it was read to its end
     /// as seen when the read began, else the gRPC code a read of it alone would have ended with
     /// (`NotFound`, `OutOfRange`, `DataLoss`...; the others go on). With `follow`,
@@ -86,8 +101,9 @@ impl Stream for ReadStream {
     }
 }
 
-/// The entries and ends of several namespaces, from [`Client::read_many`]. Ends (`None`) once
-/// every namespace ended, or after an `Err` of the call itself. Dropping it cancels the read.
+/// The entries, gaps and ends of several namespaces, from [`Client::read_many`] (or of one, from
+/// [`Client::read_with_gaps`]). Ends (`None`) once every namespace ended, or after an `Err` of
+/// the call itself. Dropping it cancels the read.
 pub struct ReadManyStream {
     inner: BoxStream<'static, Result<ReadItem, Status>>,
 }
@@ -139,6 +155,18 @@ impl Reader {
     async fn next(&mut self) -> Option<Result<ReadItem, Status>> {
         loop {
             if let Some(item) = self.items.pop_front() {
+                if let ReadItem::Entry(entry) = &item {
+                    if self.client.inner.options.checksums {
+                        if let Err(status) = check_entry_checksum(entry) {
+                            // Never a silently wrong entry: the read ends before it (dropping
+                            // the response stream cancels the call).
+                            self.responses = None;
+                            self.items.clear();
+                            self.done = true;
+                            return Some(Err(status));
+                        }
+                    }
+                }
                 self.delivered = true;
                 return Some(Ok(item));
             }
@@ -158,6 +186,7 @@ impl Reader {
             match step {
                 Ok(Some(response)) => {
                     self.items.extend(response.entries.into_iter().map(ReadItem::Entry));
+                    self.items.extend(response.gaps.into_iter().map(ReadItem::Gap));
                     self.items.extend(response.ends.into_iter().map(ReadItem::End));
                 }
                 Ok(None) => {
@@ -229,24 +258,36 @@ impl Client {
     /// `DeadlineExceeded`, `Unavailable` (retried while no entry was delivered). Entries written
     /// by a fenced writer and retried copies are left out by walserver.
     pub fn read(&self, options: ReadOptions) -> ReadStream {
+        let inner = self
+            .read_with_gaps(options)
+            .inner
+            .filter_map(|item| async move {
+                match item {
+                    Ok(ReadItem::Entry(entry)) => Some(Ok(entry)),
+                    Ok(ReadItem::Gap(_)) => None, // asked for with skip_lost; see read_with_gaps
+                    Ok(ReadItem::End(_)) => {
+                        Some(Err(Status::internal("walclient: a ReadEnd on a Read stream")))
+                    }
+                    Err(status) => Some(Err(status)),
+                }
+            })
+            .boxed();
+        ReadStream { inner }
+    }
+
+    /// [`Client::read`], with the gaps of a `skip_lost` read as [`ReadItem::Gap`] in order with
+    /// the entries ([`ReadItem::Entry`]).
+    pub fn read_with_gaps(&self, options: ReadOptions) -> ReadManyStream {
         let request = ReadRequest {
             namespace_id: options.namespace_id,
             start_entry_id: options.start_entry_id,
             limit: options.limit,
             follow: options.follow,
+            start_time_ms: options.start_time_ms,
+            skip_lost: options.skip_lost,
         };
         let reader = Reader::new(self, Call::One(request), options.follow, options.timeout);
-        let inner = reader
-            .into_stream()
-            .map(|item| match item {
-                Ok(ReadItem::Entry(entry)) => Ok(entry),
-                Ok(ReadItem::End(_)) => {
-                    Err(Status::internal("walclient: a ReadEnd on a Read stream"))
-                }
-                Err(status) => Err(status),
-            })
-            .boxed();
-        ReadStream { inner }
+        ReadManyStream { inner: reader.into_stream() }
     }
 
     /// Reads a namespace into a vector (no follow); see [`Client::read`].
@@ -279,6 +320,8 @@ impl Client {
                     start_entry_id: start.start_entry_id,
                     limit: start.limit,
                     follow: false,
+                    start_time_ms: start.start_time_ms,
+                    skip_lost: start.skip_lost,
                 })
                 .collect(),
             follow: options.follow,

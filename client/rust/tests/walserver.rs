@@ -148,6 +148,7 @@ async fn batches_of_several_namespaces() {
             ReadItem::End(end) => {
                 ends.insert(end.namespace_id, end.code);
             }
+            ReadItem::Gap(gap) => panic!("a gap without skip_lost: {gap:?}"),
         }
     }
     assert_eq!(ends, HashMap::from([(1, 0), (2, 0), (3, 0), (99, Code::NotFound as i32)]));
@@ -520,4 +521,101 @@ async fn many_large_appends_at_once() {
     let mut firsts: Vec<u8> = read[..24].iter().map(|e| e.data[0]).collect();
     firsts.sort();
     assert_eq!(firsts, (0..24).collect::<Vec<u8>>());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn checksums_travel_end_to_end() {
+    let server = Walserver::start("checksums", &[]);
+    let client = server.client().await;
+    client.create_namespace(2).await.unwrap();
+    client.append_entries(2, ["sent with a checksum"]).await.unwrap();
+    for entry in client.read_all(2, 0).await.unwrap() {
+        assert_eq!(entry.crc32c, Some(crc32c::crc32c(&entry.data)));
+    }
+
+    // Data that changed after its checksum was computed is refused, and nothing is written.
+    let end = client.get_namespace(2).await.unwrap().next_entry_id;
+    let mut corrupted = AppendRequest::default();
+    corrupted
+        .entries
+        .push(Entry { crc32c: Some(crc32c::crc32c(b"original")), ..entry(2, "0riginal") });
+    let status = client.append(corrupted).await.unwrap_err();
+    assert_eq!(status.code(), Code::InvalidArgument, "{status}");
+    assert!(status.message().contains("crc32c"), "{status}");
+    assert_eq!(client.get_namespace(2).await.unwrap().next_entry_id, end);
+    assert_eq!(datas(&client.read_all(2, 0).await.unwrap()), ["sent with a checksum"]);
+}
+
+/// A record in walserver's format (docs/ARCHITECTURE.md, "Data records") whose data changed
+/// after its checksum was computed, written straight into a slot with kcat.
+fn write_corrupt_record(topic: &str, partition: i32, key: &str) {
+    let (good, bad) = (b"two".as_slice(), b"twO".as_slice());
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
+    let mut record = vec![1u8, 1];
+    record.extend(76u16.to_be_bytes());
+    record.extend(crc32c::crc32c(good).to_be_bytes());
+    record.extend((good.len() as u64).to_be_bytes());
+    record.extend(4242u64.to_be_bytes()); // nonce
+    record.extend(0u32.to_be_bytes()); // chunk index
+    record.extend([0u8; 40]); // epoch, writer id, sequence, session, origin
+    record.extend((now.as_millis() as i64).to_be_bytes());
+    assert_eq!(record.len(), 76);
+    record.extend(bad);
+    let file = std::env::temp_dir().join(common::unique_prefix("corrupt"));
+    std::fs::write(&file, record).unwrap();
+    let brokers = std::env::var("WAL_TEST_BROKERS").unwrap();
+    let status = std::process::Command::new("kcat")
+        .args(["-P", "-b", &brokers, "-t", topic, "-p", &partition.to_string(), "-k", key])
+        .arg(&file)
+        .status()
+        .expect("kcat (scripts/setup.sh --test installs it)");
+    assert!(status.success());
+    let _ = std::fs::remove_file(file);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_from_a_time_and_past_what_is_lost() {
+    let server = Walserver::start("recovery", &[]);
+    let client = server.client().await;
+    // An id whose 8-byte key reads "ABCDEFGH", so kcat can write to it.
+    let ns = u64::from_be_bytes(*b"ABCDEFGH");
+    let namespace = client.create_namespace(ns).await.unwrap().namespace;
+    client.append_entries(ns, ["old"]).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis()
+        as u64;
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    write_corrupt_record(&namespace.topic, namespace.partition, "ABCDEFGH");
+    client.append_entries(ns, ["new"]).await.unwrap();
+
+    // Without skip_lost: the entries before the corrupt one, then DataLoss.
+    let items: Vec<_> = client.read(ReadOptions::new(ns)).collect().await;
+    assert_eq!(items.len(), 2, "{items:?}");
+    assert_eq!(items[0].as_ref().unwrap().data.as_ref(), b"old");
+    assert_eq!(items[1].as_ref().unwrap_err().code(), Code::DataLoss);
+
+    // With it: the gap in its place, and the read goes on.
+    let options = ReadOptions { skip_lost: true, ..ReadOptions::new(ns) };
+    let items: Vec<_> = client.read_with_gaps(options.clone()).collect().await;
+    assert_eq!(items.len(), 3, "{items:?}");
+    assert!(matches!(&items[0], Ok(ReadItem::Entry(e)) if e.data.as_ref() == b"old"));
+    let Ok(ReadItem::Gap(gap)) = &items[1] else { panic!("no gap: {items:?}") };
+    assert_eq!(gap.reason(), walclient::proto::gap::Reason::Undecodable);
+    assert_eq!(gap.to_entry_id, gap.from_entry_id + 1);
+    assert!(matches!(&items[2], Ok(ReadItem::Entry(e)) if e.data.as_ref() == b"new"));
+    // read() leaves the gaps out.
+    let entries: Vec<_> = client.read(options).collect().await;
+    assert_eq!(entries.len(), 2, "{entries:?}");
+
+    // From a time: the first entry appended at or after it (the corrupt entry, also after it,
+    // is passed as a gap).
+    let from_t = ReadOptions { start_time_ms: t, skip_lost: true, ..ReadOptions::new(ns) };
+    assert_eq!(datas(&collect_entries(client.read(from_t)).await), ["new"]);
+    let both = ReadOptions { start_time_ms: t, start_entry_id: 1, ..ReadOptions::new(ns) };
+    let first = client.read(both).next().await.unwrap();
+    assert_eq!(first.unwrap_err().code(), Code::InvalidArgument);
+}
+
+async fn collect_entries(stream: walclient::ReadStream) -> Vec<Entry> {
+    stream.map(|e| e.unwrap()).collect().await
 }

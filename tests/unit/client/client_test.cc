@@ -9,9 +9,12 @@
 #include <condition_variable>
 #include <filesystem>
 #include <future>
+#include <optional>
 #include <thread>
 
 #include "client/wal_client.h"
+#include "grpcpp/server_builder.h"
+#include "server/common/crc32c.h"
 #include "tests/support/test_util.h"
 
 namespace wal::testing {
@@ -159,6 +162,99 @@ TEST(Client, UnixSocket) {
   EXPECT_EQ(read->front().data(), "via unix");
   server.reset();
   std::filesystem::remove(path);
+}
+
+// A server that answers reads with what it is told to, checksums included: stands for a
+// corruption between Kafka and the client (in walserver's memory, on the wire), which a real
+// walserver cannot be made to produce.
+class ScriptedReads final : public v1::WalService::Service {
+ public:
+  explicit ScriptedReads(std::vector<v1::Entry> entries) : entries_(std::move(entries)) {}
+  grpc::Status Read(grpc::ServerContext*, const v1::ReadRequest*,
+                    grpc::ServerWriter<v1::ReadResponse>* writer) override {
+    return Send(writer);
+  }
+  grpc::Status ReadMany(grpc::ServerContext*, const v1::ReadManyRequest*,
+                        grpc::ServerWriter<v1::ReadResponse>* writer) override {
+    return Send(writer);
+  }
+
+ private:
+  grpc::Status Send(grpc::ServerWriter<v1::ReadResponse>* writer) {
+    for (const v1::Entry& e : entries_) {  // one message each
+      v1::ReadResponse response;
+      *response.add_entries() = e;
+      writer->Write(response);
+    }
+    return grpc::Status::OK;
+  }
+  std::vector<v1::Entry> entries_;
+};
+
+v1::Entry ScriptedEntry(uint64_t id, const std::string& data, std::optional<uint32_t> crc) {
+  v1::Entry e;
+  e.set_namespace_id(7);
+  e.set_entry_id(id);
+  e.set_data(data);
+  if (crc) e.set_crc32c(*crc);
+  return e;
+}
+
+TEST(Client, AnEntryThatDoesNotMatchItsChecksumEndsTheReadWithDataLoss) {
+  // Good, without a checksum (an older walserver), then corrupted, then good again.
+  ScriptedReads service(
+      {ScriptedEntry(1, "one", Crc32c("one")), ScriptedEntry(2, "two", std::nullopt),
+       ScriptedEntry(3, "thr33", Crc32c("three")), ScriptedEntry(4, "four", Crc32c("four"))});
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  const std::string address = "127.0.0.1:" + std::to_string(port);
+  auto client = Connect(address);
+
+  ReadOptions read;
+  read.namespace_id = 7;
+  std::vector<std::string> got;
+  absl::Status status = client->Read(read, [&](v1::Entry& e) {
+    got.push_back(e.data());
+    return true;
+  });
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
+  EXPECT_NE(status.message().find("entry 3 of namespace 7"), absl::string_view::npos) << status;
+  EXPECT_EQ(got, (std::vector<std::string>{"one", "two"}));
+
+  auto stream = client->OpenRead(read);
+  v1::Entry entry;
+  got.clear();
+  while (stream->Next(&entry)) got.push_back(entry.data());
+  EXPECT_EQ(stream->status().code(), absl::StatusCode::kDataLoss) << stream->status();
+  EXPECT_EQ(got, (std::vector<std::string>{"one", "two"}));
+
+  ReadManyOptions many;
+  many.namespaces = {{7, 0, 0}};
+  got.clear();
+  status = client->ReadMany(
+      many,
+      [&](v1::Entry& e) {
+        got.push_back(e.data());
+        return true;
+      },
+      [](const v1::ReadEnd&) { return true; });
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
+  EXPECT_EQ(got, (std::vector<std::string>{"one", "two"}));
+
+  // With checksums off, the client passes everything on as it came.
+  ClientOptions unchecked;
+  unchecked.target = address;
+  unchecked.checksums = false;
+  auto trusting = Client::Connect(unchecked);
+  ASSERT_TRUE(trusting.ok());
+  auto all = (*trusting)->ReadAll(7);
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ(all->size(), 4u);
+  server->Shutdown();
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <set>
 #include <tuple>
 
+#include "server/common/crc32c.h"
 #include "server/common/namespace_key.h"
 #include "server/log/entry_assembler.h"
 
@@ -39,9 +40,9 @@ TEST(Codec, KeyIsEightBytesBigEndian) {
 
 TEST(Codec, EntryCrcIsCrc32c) {
   // The standard check value of CRC-32C, and lengths that exercise the 8-byte and tail loops.
-  EXPECT_EQ(EntryCrc("123456789"), 0xE3069283u);
-  EXPECT_EQ(EntryCrc(""), 0u);
-  EXPECT_EQ(EntryCrc(std::string(32, '\0')), 0x8A9136AAu);
+  EXPECT_EQ(Crc32c("123456789"), 0xE3069283u);
+  EXPECT_EQ(Crc32c(""), 0u);
+  EXPECT_EQ(Crc32c(std::string(32, '\0')), 0x8A9136AAu);
 }
 
 TEST(Codec, SmallEntryIsOneFullRecord) {
@@ -53,7 +54,7 @@ TEST(Codec, SmallEntryIsOneFullRecord) {
   EXPECT_EQ(decoded->header.kind, RecordKind::kFull);
   EXPECT_EQ(decoded->header.entry_bytes, 5u);
   EXPECT_EQ(decoded->header.entry_nonce, 7u);
-  EXPECT_EQ(decoded->header.entry_crc, EntryCrc("hello"));
+  EXPECT_EQ(decoded->header.entry_crc, Crc32c("hello"));
   EXPECT_EQ(decoded->payload, "hello");
 }
 
@@ -100,12 +101,51 @@ TEST(Codec, CorruptPayloadFailsCrcAndIsSkipped) {
   auto out = Assemble(a, records);
   EXPECT_TRUE(out.empty());
   EXPECT_EQ(a.skipped(), 1u);
+  // Reported by its id (its first record), once, so that a reader can say DATA_LOSS there.
+  auto split = a.TakeCorrupt();
+  ASSERT_EQ(split.size(), 1u);
+  EXPECT_EQ(split[0].entry_id, 0);  // the id of its first record
+  EXPECT_TRUE(a.TakeCorrupt().empty()) << "reported once";
   // A corrupt Full record too.
   auto full = EncodeEntry("abcdef", 2, 200);
   full[0].back() ^= 1;
   a.Add(10, full[0], &out);
   EXPECT_TRUE(out.empty());
   EXPECT_EQ(a.skipped(), 2u);
+  auto corrupt = a.TakeCorrupt();
+  ASSERT_EQ(corrupt.size(), 1u);
+  EXPECT_EQ(corrupt[0].entry_id, 10);
+}
+
+TEST(Codec, AnEntryTruncatedOrOfTheWrongSizeIsSkippedButNotReportedCorrupt) {
+  // Structure, not content: a Full record whose payload is shorter than its entry size.
+  std::string full = EncodeEntry("abcdef", 2, 200)[0];
+  full.pop_back();
+  EntryAssembler a(1 << 20);
+  std::vector<AssembledEntry> out;
+  a.Add(0, full, &out);
+  EXPECT_TRUE(out.empty());
+  EXPECT_EQ(a.skipped(), 1u);
+  EXPECT_TRUE(a.TakeCorrupt().empty());
+}
+
+TEST(Codec, TheChecksumAnAppenderSentIsTheOneStored) {
+  const std::string data = "entry";
+  auto records = EncodeEntry(data, 1, 200, {}, {}, Crc32c(data));
+  EntryAssembler a(1 << 20);
+  auto out = Assemble(a, records);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].crc32c, Crc32c(data));
+  // Stored as given: a checksum that does not match (walserver refuses those before writing)
+  // makes the entry read as corrupt, never as good data.
+  auto wrong = EncodeEntry(data, 2, 200, {}, {}, Crc32c(data) ^ 1);
+  EXPECT_TRUE(Assemble(a, wrong, 5).empty());
+  auto corrupt = a.TakeCorrupt();
+  ASSERT_EQ(corrupt.size(), 1u);
+  EXPECT_EQ(corrupt[0].entry_id, 5);
+  // Known values: CRC-32C of "123456789" is 0xE3069283 (RFC 3720, the iSCSI check value).
+  EXPECT_EQ(Crc32c("123456789"), 0xE3069283u);
+  EXPECT_EQ(Crc32c(""), 0u);
 }
 
 TEST(Codec, UndecodableRecordsAreSkipped) {
