@@ -20,6 +20,10 @@
 //               the same load over 10 and over all of them, alternating. Steps of 1,000 or
 //               more namespaces are created --create_in_flight at a time, with a "create" row
 //   startup     restart walserver with all those namespaces in the meta topic
+//   compression for each of --codecs, a walserver with --compression=CODEC appends
+//               --replay_mib MiB of time-series WAL entries (TimeSeriesEntry) from --threads
+//               callers, then replays them: append MB/s and host CPU per GB, the bytes the
+//               broker stores per GB appended (from --kafka_data_dir), replay seconds
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -60,7 +64,7 @@
 
 ABSL_FLAG(std::string, brokers, "", "Kafka bootstrap servers (required)");
 ABSL_FLAG(std::string, walserver, "", "Path of the walserver binary (required)");
-ABSL_FLAG(std::string, modes, "throughput,single,latency,replay,sweep,startup",
+ABSL_FLAG(std::string, modes, "throughput,single,latency,replay,sweep,startup,compression",
           "Comma-separated modes to run");
 ABSL_FLAG(double, seconds, 5, "Length of each timed run");
 ABSL_FLAG(int, runs, 3, "Alternating service/direct runs per figure; the median is reported");
@@ -79,6 +83,12 @@ ABSL_FLAG(int, create_in_flight, 256, "CreateNamespace calls at once when the sw
 ABSL_FLAG(std::vector<std::string>, walserver_args, {},
           "Extra walserver flags, comma-separated (e.g. --producers=1), to compare settings");
 ABSL_FLAG(std::string, csv, "", "Write every row here as CSV");
+ABSL_FLAG(std::string, kafka_data_dir, "",
+          "The broker's log.dirs, for the bytes each codec stores (compression mode)");
+ABSL_FLAG(std::string, codecs, "none,lz4,zstd,snappy,gzip", "Codecs the compression mode compares");
+ABSL_FLAG(bool, checksums, true,
+          "walclient sends a CRC-32C with each entry and checks those it reads (false: the cost "
+          "of end-to-end checksums, by difference)");
 ABSL_FLAG(bool, smoke, false, "Tiny sizes and one run per figure: proves walbench works");
 
 namespace {
@@ -242,6 +252,7 @@ std::unique_ptr<wal::Client> Connect(const std::string& address, bool stream = t
   wal::ClientOptions options;
   options.target = address;
   options.append_stream = stream;
+  options.checksums = absl::GetFlag(FLAGS_checksums);
   options.timeout = std::chrono::seconds(60);
   return std::move(*wal::Client::Connect(options));
 }
@@ -288,6 +299,59 @@ class BatchWait : public wal::DeliveryHandler {
 };
 
 // ---- Modes ----
+
+// One WAL entry as a time-series datanode writes it: a region's batch of rows (a schema, then
+// per row two tags, a timestamp and five float fields in random walks), encoded like a
+// protobuf message. Tags repeat and timestamps step regularly, as in real metrics; the floats'
+// low bits are noise. Deterministic per seed.
+std::string TimeSeriesEntry(uint64_t seed, size_t target_bytes) {
+  std::mt19937_64 rng(seed);
+  std::string out;
+  const auto varint = [&](uint64_t v) {
+    while (v >= 0x80) {
+      out.push_back(static_cast<char>(v | 0x80));
+      v >>= 7;
+    }
+    out.push_back(static_cast<char>(v));
+  };
+  const auto text = [&](int field, const std::string& value) {
+    varint(static_cast<uint64_t>(field) << 3 | 2);
+    varint(value.size());
+    out += value;
+  };
+  for (const char* column :
+       {"host", "az", "ts", "cpu_user", "cpu_system", "mem_used", "disk_io", "net_rx"}) {
+    text(1, column);
+  }
+  std::uniform_real_distribution<double> step(-0.5, 0.5);
+  double fields[5] = {23.5, 7.25, 61.0, 120.0, 830.0};
+  int64_t ts = 1764547200000 + static_cast<int64_t>(seed % 100000) * 10000;
+  for (int row = 0; out.size() < target_bytes; ++row) {
+    text(2, absl::StrCat("host-", (seed * 7 + row) % 64));
+    text(3, absl::StrCat("us-west-2", std::string(1, static_cast<char>('a' + row % 3))));
+    varint(4 << 3);
+    varint(static_cast<uint64_t>(ts));
+    ts += 10000;
+    for (double& f : fields) {
+      f += step(rng);
+      const double rounded = static_cast<double>(static_cast<int64_t>(f * 100)) / 100;
+      out.push_back(static_cast<char>(5 << 3 | 1));
+      out.append(reinterpret_cast<const char*>(&rounded), sizeof(rounded));
+    }
+  }
+  return out;
+}
+
+// Bytes of the partition's log segments in the broker's data directory.
+uint64_t StoredBytes(const std::string& data_dir, const std::string& topic, int partition) {
+  uint64_t bytes = 0;
+  const std::filesystem::path dir =
+      std::filesystem::path(data_dir) / absl::StrCat(topic, "-", partition);
+  for (const auto& file : std::filesystem::directory_iterator(dir)) {
+    if (file.path().extension() == ".log") bytes += file.file_size();
+  }
+  return bytes;
+}
 
 std::string Payload(size_t bytes) {
   std::mt19937_64 rng(bytes);
@@ -768,6 +832,80 @@ struct Bench {
     return r;
   }
 
+  void Compression() {
+    // Without the broker's data directory the bytes stored are not measured (value 0).
+    const std::string data_dir = absl::GetFlag(FLAGS_kafka_data_dir);
+    const auto stored_bytes = [&](const wal::v1::Namespace& ns) -> uint64_t {
+      return data_dir.empty() ? 0 : StoredBytes(data_dir, ns.topic(), ns.partition());
+    };
+    const uint64_t total = static_cast<uint64_t>(absl::GetFlag(FLAGS_replay_mib)) << 20;
+    const int threads = absl::GetFlag(FLAGS_threads);
+    const int batch = 16;
+    // Distinct entries (a few hundred), so that no codec sees the same bytes over and over.
+    std::vector<std::string> entries;
+    for (uint64_t seed = 1; seed <= 512; ++seed) entries.push_back(TimeSeriesEntry(seed, 4096));
+    const std::vector<std::string> codecs = absl::StrSplit(absl::GetFlag(FLAGS_codecs), ',');
+    for (const std::string& codec : codecs) {
+      Walserver ws(absl::StrCat("codec", codec, getpid()),
+                   {"--topic_count=1", "--partitions_per_topic=1", "--compression=" + codec});
+      ws.Start();
+      auto c = Connect(ws.address());
+      Must(c->CreateNamespace(1).status(), "create");
+      const auto ns = c->GetNamespace(1);
+      const uint64_t before = stored_bytes(*ns);
+      std::atomic<uint64_t> written{0}, appended{0}, appended_entries{0}, next{0};
+      const double cpu0 = HostCpu::Seconds();
+      const auto t0 = Clock::now();
+      std::vector<std::thread> callers;
+      for (int t = 0; t < threads; ++t) {
+        callers.emplace_back([&] {
+          while (written.load() < total) {
+            wal::v1::AppendRequest request;
+            uint64_t bytes = 0;
+            for (int i = 0; i < batch; ++i) {
+              const std::string& data = entries[next++ % entries.size()];
+              auto* e = request.add_entries();
+              e->set_namespace_id(1);
+              e->set_data(data);
+              bytes += data.size();
+            }
+            written += bytes;
+            Must(c->Append(std::move(request)).status(), "append");
+            appended += bytes;
+            appended_entries += batch;
+          }
+        });
+      }
+      for (auto& t : callers) t.join();
+      const double secs = duration<double>(Clock::now() - t0).count();
+      const double cpu = HostCpu::Seconds() - cpu0;
+      const double gb = appended / 1e9;
+      const uint64_t stored = stored_bytes(*ns) - before;
+      std::vector<double> replays;
+      for (int run = 0; run < runs; ++run) {
+        const auto r0 = Clock::now();
+        uint64_t n = 0;
+        wal::ReadOptions read;
+        read.namespace_id = 1;
+        Must(c->Read(read, [&](wal::v1::Entry&) { return ++n > 0; }), "replay");
+        replays.push_back(duration<double>(Clock::now() - r0).count());
+      }
+      std::sort(replays.begin(), replays.end());
+      const std::string parameter = absl::StrFormat("%.0f MB rows", appended / 1e6);
+      Row append{"compression", codec + " append", parameter};
+      append.entries_per_s = appended_entries / secs;
+      append.mb_per_s = appended / 1e6 / secs;
+      append.cpu_s_per_gb = cpu / gb;
+      append.rss_mib = ResidentMiB(ws.pid());
+      append.value = static_cast<double>(stored) / gb;  // bytes stored per GB appended
+      Emit(append);
+      Row replay{"compression", codec + " replay", parameter};
+      replay.mb_per_s = appended / 1e6 / replays[replays.size() / 2];
+      replay.value = replays[replays.size() / 2];  // seconds
+      Emit(replay);
+    }
+  }
+
   void Sweep() {
     Walserver sweep(absl::StrCat("sweep", getpid()));
     sweep.Start();
@@ -856,6 +994,7 @@ int main(int argc, char** argv) {
     absl::SetFlag(&FLAGS_replay_namespaces, 5);
     absl::SetFlag(&FLAGS_max_namespaces, 100);
     absl::SetFlag(&FLAGS_latency_loads, "0.5");
+    absl::SetFlag(&FLAGS_codecs, "none,lz4");
   }
   std::cout << absl::StrFormat("%-11s %-22s %-14s %12s %9s %9s %9s %9s %10s %8s %12s\n", "mode",
                                "system", "parameter", "entries/s", "MB/s", "p50 ms", "p99 ms",
@@ -874,6 +1013,7 @@ int main(int argc, char** argv) {
   if (absl::StrContains(modes, "latency")) bench.Latency();
   if (absl::StrContains(modes, "replay")) bench.Replay();
   if (absl::StrContains(modes, "sweep")) bench.Sweep();
+  if (absl::StrContains(modes, "compression")) bench.Compression();
   bench.server.Stop();
   return 0;
 }

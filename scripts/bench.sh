@@ -15,7 +15,7 @@ source tests/kafka/temporary_broker.sh
 start_temporary_broker
 
 mkdir -p bench/results
-"$build/bench/walbench" --brokers="$KAFKA_BOOTSTRAP" \
+"$build/bench/walbench" --brokers="$KAFKA_BOOTSTRAP" --kafka_data_dir="$temporary_broker_dir/data" \
   --walserver="$build/server/walserver" --csv=bench/results/walbench.csv "$@" |
   tee bench/results/walbench.txt
 /usr/bin/python3 bench/plot_latency.py bench/results/walbench.csv bench/results/latency.png
