@@ -128,8 +128,10 @@ absl::Status SlotScan::OnNothingFetched() {
   // nothing for a fixed second, even after the queue drained (fetch.queue.backoff.ms came in
   // 2.1). A scan with many members stalled ~1 s per 16 MiB that way; seeking to where it is
   // starts a fetch at once.
-  if (next_ < bounded_end_ && Clock::now() - last_refetch_ >= kRefetchInterval) {
+  if (next_ < bounded_end_ && Clock::now() - last_refetch_ >= refetch_interval_) {
     last_refetch_ = Clock::now();
+    // Until a record arrives (OnRecord), each restart waits longer before the next.
+    refetch_interval_ = std::min<Clock::duration>(2 * refetch_interval_, kMaxRefetchInterval);
     if (absl::Status s = consumer_->Seek(slot_.topic, slot_.partition, next_); !s.ok()) return s;
     ++context_->metrics->read_scan_refetches;
   }
@@ -174,6 +176,7 @@ absl::Status SlotScan::OnLostRecords() {
 
 void SlotScan::OnRecord(const rd_kafka_message_t& msg) {
   next_ = msg.offset + 1;
+  refetch_interval_ = kRefetchInterval;
   {
     // Later joiners must start after this record; those that joined while it was being fetched
     // (their start is at most its offset) are admitted now, so that they get it.

@@ -89,8 +89,13 @@ class SlotScan : public std::enable_shared_from_this<SlotScan> {
   static constexpr auto kPollWhileBehind = std::chrono::milliseconds(20);
   static constexpr auto kPollAtEnd = std::chrono::milliseconds(100);
   // While behind, the fetch is restarted at most this often when a poll brought nothing (see
-  // OnNothingFetched).
+  // OnNothingFetched); the wait doubles after each restart that brought nothing, up to
+  // kMaxRefetchInterval, and is back at the start once a record arrives. A restart discards the
+  // fetch under way: with compressed batches one fetch can take librdkafka a while to expand
+  // (1 MiB of lz4 can hold hundreds of MiB of entries), and restarting it every 100 ms would
+  // never let it finish.
   static constexpr auto kRefetchInterval = std::chrono::milliseconds(100);
+  static constexpr auto kMaxRefetchInterval = std::chrono::milliseconds(3200);
   // Every member hears of cancellation and deadlines, and sends what it has, this often even
   // while records keep coming.
   static constexpr auto kMemberCheckInterval = std::chrono::milliseconds(100);
@@ -138,6 +143,7 @@ class SlotScan : public std::enable_shared_from_this<SlotScan> {
   int64_t furthest_ = 0;  // records below were scanned at least once
   Clock::time_point last_member_check_ = Clock::now();
   Clock::time_point last_refetch_;
+  Clock::duration refetch_interval_ = kRefetchInterval;
   std::vector<std::shared_ptr<ReadMember>> members_;
   std::unordered_map<uint64_t, std::vector<ReadMember*>> by_namespace_;
   int64_t min_end_ = 0;
