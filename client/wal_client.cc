@@ -343,6 +343,7 @@ bool ReadStream::Next(v1::Entry* entry) {
       ctx_->TryCancel();
       reader_->Finish();
       done_ = true;
+      gaps_passed_ = true;  // they lie after the corrupt entry
       status_ = std::move(s);
       return false;
     }
@@ -368,6 +369,13 @@ std::unique_ptr<ReadStream> Client::OpenRead(const ReadOptions& options) {
   stream->verify_checksums_ = options_.checksums;
   stream->on_gap_ = options.on_gap;
   stream->ctx_ = std::make_unique<grpc::ClientContext>();
+  if (options.skip_lost && !options.on_gap) {
+    // What the read went past would be thrown away unseen: not a way to recover.
+    stream->done_ = true;
+    stream->status_ =
+        absl::InvalidArgumentError("skip_lost needs on_gap, to hear what the read went past");
+    return stream;
+  }
   Prepare(*stream->ctx_);
   if (options.timeout.count() != 0 || !options.follow) {
     stream->ctx_->set_deadline(Deadline(options.timeout));
@@ -430,6 +438,13 @@ absl::Status Client::ReadMany(const ReadManyOptions& options,
     read->set_skip_lost(start.skip_lost);
   }
   request.set_follow(options.follow);
+  for (const ReadManyOptions::Start& start : options.namespaces) {
+    if (start.skip_lost && !options.on_gap) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("skip_lost for namespace ", start.namespace_id,
+                       " needs ReadManyOptions::on_gap, to hear what the read went past"));
+    }
+  }
   const bool has_deadline = options.timeout.count() != 0 || !options.follow;
   const system_clock::time_point deadline = Deadline(options.timeout);
   for (int retry = 0;; ++retry) {

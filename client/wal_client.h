@@ -116,7 +116,7 @@ struct ReadOptions {
   uint64_t start_time_ms = 0;
   // Gap-tolerant recovery: records gone from Kafka and corrupt entries are reported to `on_gap`
   // (in order with the entries, on the reading thread) and the read goes on past them, instead
-  // of ending with DATA_LOSS.
+  // of ending with DATA_LOSS. skip_lost without on_gap: INVALID_ARGUMENT.
   bool skip_lost = false;
   std::function<void(const v1::Gap& gap)> on_gap = nullptr;
 };

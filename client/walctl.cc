@@ -333,15 +333,17 @@ int Append(const Cli& cli, wal::Client& client, uint64_t ns) {
 absl::StatusOr<uint64_t> SinceMs(const std::string& value) {
   absl::Duration ago;
   if (absl::ParseDuration(value, &ago)) {
-    if (ago <= absl::ZeroDuration()) {
-      return absl::InvalidArgumentError("read: --since needs a duration back from now, like 10m");
+    const int64_t ms = absl::ToUnixMillis(absl::Now() - ago);
+    if (ago <= absl::ZeroDuration() || ms <= 0) {
+      return absl::InvalidArgumentError(
+          "read: --since needs a duration back from now that ends after 1970, like 10m");
     }
-    return static_cast<uint64_t>(absl::ToUnixMillis(absl::Now() - ago));
+    return static_cast<uint64_t>(ms);
   }
   absl::Time at;
   std::string error;
   if (absl::ParseTime(absl::RFC3339_full, value, &at, &error)) {
-    if (at <= absl::UnixEpoch()) {
+    if (at <= absl::UnixEpoch() || at == absl::InfiniteFuture()) {
       return absl::InvalidArgumentError("read: --since needs a time after 1970");
     }
     return static_cast<uint64_t>(absl::ToUnixMillis(at));

@@ -72,8 +72,7 @@ ABSL_FLAG(std::string, compression, kDefaults.compression,
 ABSL_FLAG(std::string, prune_mode, kDefaults.prune_mode,
           "auto: delete records with DeleteRecords until the cluster refuses it (a policy, an "
           "ACL, a managed Kafka without it), then truncate logically only; delete: always try, "
-          "and report each refusal; logical: never delete (records stay until the topics' "
-          "retention)");
+          "and report each refusal; logical: never delete (truncated records stay in Kafka)");
 ABSL_FLAG(std::string, kafka_properties, "",
           "Extra librdkafka properties for every client, KEY=VALUE[,KEY=VALUE...] (security "
           "settings, for example); also settable one by one as --kafka.KEY=VALUE");

@@ -214,7 +214,10 @@ absl::Status WalServer::PrepareTopics(const ServerOptions& o) {
                     {"retention.ms", "-1"},
                     {"retention.bytes", "-1"},
                     {"max.message.bytes", kafka_batch_bytes_},
-                    {"min.insync.replicas", min_isr}}};
+                    {"min.insync.replicas", min_isr},
+                    // Reads from a time rely on each record's time being walserver's, taken
+                    // after the entry was encoded (log/entry_reader.cc), not the broker's.
+                    {"message.timestamp.type", "CreateTime"}}};
     for (int p = 0; p < spec.partitions; ++p) slots_.push_back(Slot{spec.name, p});
     topics.push_back(std::move(spec));
   }
@@ -419,8 +422,10 @@ absl::Status WalServer::StartHttpAndPruner(const ServerOptions& o) {
     metrics_.prune_logical = 1;
     spdlog::info(
         "--prune_mode=logical: truncated entries are unreadable, and their records stay in "
-        "Kafka until the topics' retention");
-  } else if (o.prune_interval.count() > 0) {
+        "Kafka (disk use only grows)");
+  } else if (o.prune_interval.count() == 0) {
+    metrics_.prune_logical = 1;  // --prune_interval_ms=0: nothing is ever deleted
+  } else {
     // The mock cluster has no DeleteRecords: in auto, the first round finds that out and
     // switches to logical pruning.
     pruner_ = std::make_unique<Pruner>(meta_.get(), admin_.get(), slots_, o.prune_interval, mode,

@@ -450,6 +450,12 @@ TEST_F(ContractTest, SkipLostReadsPastACorruptEntryWithAGap) {
                      "one", absl::StrCat("gap ", *bad, " ", *bad + 1, " UNDECODABLE"), "three"}));
   const std::string metrics = server_->metrics().Render();
   EXPECT_NE(metrics.find("walserver_read_gaps_total 1"), std::string::npos) << metrics;
+  // Gaps nobody hears of are no recovery: skip_lost needs on_gap.
+  ReadOptions unheard = read;
+  unheard.on_gap = nullptr;
+  EXPECT_EQ(client_->ReadAll(6).status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(client_->Read(unheard, [](v1::Entry&) { return true; }).code(),
+            absl::StatusCode::kInvalidArgument);
 
   // The same in a ReadMany, where only this namespace asked for it.
   Create(7);

@@ -67,8 +67,8 @@ constexpr Family kFamilies[] = {
     {"walserver_prune_refusals_total", "counter",
      "DeleteRecords calls the Kafka cluster refused for good (a policy, an ACL, no support)."},
     {"walserver_prune_logical", "gauge",
-     "1 when truncation is logical only (--prune_mode=logical, or auto after a refusal): "
-     "records stay in Kafka until the topics' retention."},
+     "1 when truncation is logical only (--prune_mode=logical, auto after a refusal, or "
+     "--prune_interval_ms=0): truncated records stay in Kafka."},
     {"walserver_kafka_producer_queue_messages", "gauge",
      "Messages and requests in a producer's librdkafka queues."},
     {"walserver_kafka_broker_up", "gauge",

@@ -82,14 +82,20 @@ void EntryAssembler::Complete(int64_t first_offset, const RecordHeader& header, 
     Release(out);
     return;
   }
-  if (Crc32c(data) != header.entry_crc) {
-    ++skipped_;
-    corrupt_.push_back({first_offset, header.source.created_ms});
+  // An entry no read would return anyway (a fenced writer's, a copy of one already seen) is
+  // dropped as such, corrupt or not: only an entry a read would deliver makes it fail.
+  if (header.stamp.epoch < min_epoch_) {
+    ++fenced_;
     Release(out);
     return;
   }
-  if (header.stamp.epoch < min_epoch_) {
-    ++fenced_;
+  if (Crc32c(data) != header.entry_crc) {
+    if (Seen(header.stamp)) {
+      ++duplicates_;
+    } else {
+      ++skipped_;
+      corrupt_.push_back({first_offset, header.source.created_ms});
+    }
     Release(out);
     return;
   }
@@ -140,6 +146,14 @@ void EntryAssembler::DropTorn(const RecordHeader& next, std::vector<AssembledEnt
     dropped = true;
   }
   if (dropped) Release(out);
+}
+
+bool EntryAssembler::Seen(const EntryStamp& stamp) const {
+  if (stamp.writer_id == 0 || stamp.sequence == 0) return false;
+  auto writer = seen_.find(stamp.writer_id);
+  if (writer == seen_.end()) return false;
+  auto next = writer->second.upper_bound(stamp.sequence);
+  return next != writer->second.begin() && std::prev(next)->second >= stamp.sequence;
 }
 
 bool EntryAssembler::FirstCopy(const EntryStamp& stamp) {

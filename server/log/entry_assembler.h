@@ -94,6 +94,8 @@ class EntryAssembler {
   void Release(std::vector<AssembledEntry>* out);
   // True the first time a (writer, sequence) is seen.
   bool FirstCopy(const EntryStamp& stamp);
+  // True when an entry of that (writer, sequence) was handed out already.
+  bool Seen(const EntryStamp& stamp) const;
   // Gives up on the incomplete entries that `next` (the record after them) shows to be torn.
   void DropTorn(const RecordHeader& next, std::vector<AssembledEntry>* out);
   enum class Fate { kMayComplete, kTorn, kFenced };

@@ -165,6 +165,9 @@ absl::StatusOr<std::shared_ptr<ReadMember>> EntryReader::MakeMember(
                       params.start_time_ms, std::max(1, MillisLeft(stop_at)));
     if (!at.ok()) return at.status();
     start = *at < 0 ? end : std::clamp(*at, first, end);
+    // Kafka answers only from the records still there: at the low watermark the time may lie
+    // in records gone, which the loss check below must see (DATA_LOSS, or a gap).
+    if (start <= marks.low) start = first;
   }
   if (start < first) {
     return absl::OutOfRangeError(absl::StrCat("start_entry_id ", start, " is below first_entry_id ",

@@ -183,11 +183,8 @@ bool ReadMember::TakeCaughtUp() {
 
 void ReadMember::NoteCorrupt() {
   for (const EntryAssembler::Corrupt& bad : assembler_.TakeCorrupt()) {
-    // Not this read's to deliver: below its start, or before its start time (as the header,
-    // which the checksum does not cover, says).
-    if (bad.entry_id < std::max(start_, truncated_before_)) continue;
-    if (!time_reached_ && bad.created_ms < params_.start_time_ms) continue;
-    corrupt_.insert(bad.entry_id);
+    if (bad.entry_id < std::max(start_, truncated_before_)) continue;  // not this read's
+    corrupt_.emplace(bad.entry_id, bad.created_ms);
   }
 }
 
@@ -198,9 +195,19 @@ std::string ReadMember::CorruptMessage(int64_t id) const {
 }
 
 bool ReadMember::PassCorruptBefore(int64_t id) {
-  while (!corrupt_.empty() && *corrupt_.begin() < id) {
+  while (!corrupt_.empty() && corrupt_.begin()->first < id) {
+    const auto [bad, created_ms] = *corrupt_.begin();
+    // In id order with the entries: before a read's start time (as the header, which the
+    // checksum does not cover, says) it is not the read's; at or after it, it is the first
+    // entry of the read like any other.
+    if (!time_reached_) {
+      if (created_ms < params_.start_time_ms) {
+        corrupt_.erase(corrupt_.begin());
+        continue;
+      }
+      time_reached_ = true;
+    }
     if (!params_.skip_lost) return false;
-    const int64_t bad = *corrupt_.begin();
     corrupt_.erase(corrupt_.begin());
     AddGap(bad, bad + 1, v1::Gap::UNDECODABLE, CorruptMessage(bad));
   }
@@ -210,13 +217,11 @@ bool ReadMember::PassCorruptBefore(int64_t id) {
 void ReadMember::EndAtCorrupt() {
   if (done_ || corrupt_.empty()) return;
   // Every entry before a corrupt one is delivered first: those still incomplete may complete.
+  // Up to the oldest of them, the corrupt ones before the read's start time are dropped, and
+  // the rest become gaps (skip_lost) or end the read at the first.
   const std::optional<int64_t> waiting = assembler_.oldest_incomplete();
-  if (params_.skip_lost) {
-    PassCorruptBefore(waiting.value_or(std::numeric_limits<int64_t>::max()));
-    return;
-  }
-  const int64_t bad = *corrupt_.begin();
-  if (waiting && *waiting < bad) return;
+  if (PassCorruptBefore(waiting.value_or(std::numeric_limits<int64_t>::max()))) return;
+  const int64_t bad = corrupt_.begin()->first;
   Flush();
   Finish(absl::DataLossError(absl::StrCat(
       CorruptMessage(bad), ". The entries before it were delivered; a read from entry ", bad + 1,
@@ -241,8 +246,12 @@ void ReadMember::OnLost(int64_t to, const absl::Status& loss) {
     Finish(loss);
     return;
   }
-  const int64_t from = std::max(resume_at(), truncated_before_);
-  // Entries begun before the gap can never complete; the complete ones before it go first.
+  int64_t from = std::max(resume_at(), truncated_before_);
+  // Entries begun before the gap can never complete: the gap starts at the first of them. The
+  // complete ones before it go first.
+  if (std::optional<int64_t> begun = assembler_.oldest_incomplete(); begun && *begun < from) {
+    from = *begun;
+  }
   assembler_.Flush(&ready_);
   TakeReady();
   EndAtCorrupt();

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -156,7 +157,8 @@ class ReadMember {
   int64_t next_offset_ = 0;  // records below were handed to this read already
   EntryAssembler assembler_;
   std::vector<AssembledEntry> ready_;
-  std::set<int64_t> corrupt_;  // corrupt entries of this read's range, not yet passed
+  // Corrupt entries of this read's range not yet passed: id -> when encoded.
+  std::map<int64_t, int64_t> corrupt_;
   bool time_reached_;  // an entry at or after params_.start_time_ms was met (or there is none)
   v1::ReadResponse batch_;
   size_t batch_bytes_ = 0;

@@ -113,7 +113,7 @@ absl::Status Pruner::RunOnce() {
         metrics_->prune_logical = 1;
         spdlog::warn(
             "pruning: {}. --prune_mode=auto: pruning logically from now on: truncated entries "
-            "stay unreadable, but their records stay in Kafka until the topics' retention "
+            "stay unreadable, but their records stay in Kafka and disk use only grows "
             "(--prune_mode=logical says so from the start)",
             std::string(low.status().message()));
         return absl::OkStatus();

@@ -25,7 +25,7 @@
 namespace wal {
 
 // --prune_mode. kLogical never deletes: truncated entries are unreadable (the namespace table
-// says so) and their records stay until the topics' retention. kDelete deletes, and reports
+// says so) and their records stay in Kafka. kDelete deletes, and reports
 // every failure. kAuto deletes until the cluster refuses DeleteRecords for good (a policy, an
 // ACL, a managed Kafka without it), then goes logical: one log line, walserver_prune_logical,
 // no more attempts.

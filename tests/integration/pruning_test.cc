@@ -211,6 +211,24 @@ TEST_F(PruningTest, RecordsKafkaLostAreDataLossNeverSilence) {
                   .ok());
   EXPECT_EQ(got, (std::vector<std::string>{"gap", "entry 5", "entry 6", "entry 7", "entry 8",
                                            "entry 9"}));
+  // A read from a time before the gap is no way around it: Kafka's time index starts at the
+  // records still there, and the read still says what is gone.
+  ReadOptions from_time;
+  from_time.namespace_id = 1;
+  from_time.start_time_ms = 1;
+  EXPECT_EQ(client_->Read(from_time, [](v1::Entry&) { return true; }).code(),
+            absl::StatusCode::kDataLoss);
+  got.clear();
+  skip.start_time_ms = 1;
+  ASSERT_TRUE(client_
+                  ->Read(skip,
+                         [&](v1::Entry& e) {
+                           got.push_back(e.data());
+                           return true;
+                         })
+                  .ok());
+  EXPECT_EQ(got.size(), 6u);
+  EXPECT_EQ(got.front(), "gap");
   // Truncating past the gap makes the namespace whole again.
   ASSERT_TRUE(client_->Truncate(1, ids_[5]).ok());
   auto after = client_->ReadAll(1);

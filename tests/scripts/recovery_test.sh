@@ -72,5 +72,7 @@ since=$(python3 -c 'import datetime,sys; print(datetime.datetime.fromtimestamp(i
 [[ -z "$(W read "$ns" --since=2099-01-01T00:00:00Z --data-only)" ]] || fail "--since in the future"
 expect_exit 2 W read "$ns" --since=yesterday
 expect_exit 2 W read "$ns" --since=-5m
+expect_exit 2 W read "$ns" --since=inf
+expect_exit 2 W read "$ns" --since=1000000000h
 expect_exit 2 W read "$ns" --since=10m --start=1
 echo "recovery_test: all checks passed"
