@@ -52,7 +52,7 @@ struct ServerOptions {
   // auto, delete or logical (meta/pruner.h, PruneMode).
   std::string prune_mode = "auto";
   // The data topics' record batches: none, lz4, zstd, snappy or gzip (BENCHMARKS.md,
-  // "Compression", has the measurements behind the default).
+  // "Compression and checksums", has the measurements behind the default).
   std::string compression = "lz4";
   // Entry bytes of appends waiting for Kafka; more gets RESOURCE_EXHAUSTED. 0: 4 x max_entry_bytes.
   uint64_t max_inflight_append_bytes = 0;
