@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages walserver needs, and only those that are missing.
+# Installs the Debian 12 packages walserver needs, and only those that are missing, and builds
+# librdkafka from its release source once (scripts/librdkafka.sh; Debian 12's 2.0.2 is too old).
 #   scripts/setup.sh          build and run
 #   scripts/setup.sh --test   also what the tests need (Java and Maven for Kafka, kcat, grpcurl,
 #                             and the Rust client's crates)
@@ -7,8 +8,9 @@ set -euo pipefail
 
 packages=(g++ cmake ninja-build ccache pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  librdkafka-dev libabsl-dev libspdlog-dev libgtest-dev libgmock-dev
-  libcpp-httplib-dev libssl-dev libbrotli-dev nlohmann-json3-dev)
+  libabsl-dev libspdlog-dev libgtest-dev libgmock-dev
+  libcpp-httplib-dev libssl-dev libbrotli-dev nlohmann-json3-dev
+  libsasl2-dev libzstd-dev liblz4-dev zlib1g-dev libcurl4-openssl-dev python3)  # for librdkafka
 if [[ "${1:-}" == "--test" ]]; then
   packages+=(kcat clang-format clang libclang-rt-14-dev openssl default-jre-headless maven python3 python3-yaml curl)
 fi
@@ -67,3 +69,5 @@ if [[ "${1:-}" == "--test" ]]; then
   crate="$(dirname "$0")/../client/rust"
   (cd "$crate" && { cargo fetch --locked --offline >/dev/null 2>&1 || cargo fetch --locked; })
 fi
+
+"$(dirname "$0")/librdkafka.sh" >/dev/null

@@ -147,6 +147,13 @@ check(dashboard["uid"] == "walserver" and len(dashboard["panels"]) >= 10, "dashb
 dockerfile = open(os.path.join(ROOT, "deploy", "Dockerfile")).read()
 check("./scripts/setup.sh" in dockerfile, "Dockerfile builds with the CI set-up script")
 check(re.search(r"^USER (?!root)\S+", dockerfile, re.M) is not None, "Dockerfile: non-root USER")
+# The image runs the librdkafka setup.sh builds (scripts/librdkafka.sh), not a Debian package.
+librdkafka_version = re.search(r"^librdkafka_version=(\S+)$",
+                               open(os.path.join(ROOT, "scripts", "librdkafka.sh")).read(), re.M).group(1)
+check(f"COPY --from=build /opt/walserver/librdkafka-{librdkafka_version}/lib/librdkafka.so.1 "
+      "/usr/local/lib/" in dockerfile and "ENV WAL_CACHE=/opt/walserver" in dockerfile,
+      f"Dockerfile copies the librdkafka {librdkafka_version} setup.sh built")
+check("librdkafka1" not in dockerfile, "Dockerfile installs no Debian librdkafka")
 copied = re.search(r"COPY --from=build (.*) (/usr/local/bin/)", dockerfile)
 check(copied is not None, "Dockerfile copies the binaries")
 for path in copied.group(1).split():

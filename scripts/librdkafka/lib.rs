@@ -1,0 +1,1 @@
+// Empty: this package exists only to fetch the librdkafka source (see Cargo.toml).
