@@ -18,6 +18,7 @@
 #include "server/common/logging.h"
 #include "server/flags.h"
 #include "server/kafka/admin.h"
+#include "server/kafka/client.h"
 #include "server/wal_server.h"
 #include "spdlog/spdlog.h"
 
@@ -50,6 +51,11 @@ int main(int argc, char** argv, char** envp) {
   if (!settings.ok()) return Fail(kBadOptions, settings.status());
   if (settings->help) {
     wal::PrintHelp(std::cout);
+    return 0;
+  }
+  if (settings->version) {
+    std::cout << "walserver " << WALSERVER_VERSION << " (librdkafka " << wal::LibrdkafkaVersion()
+              << ")\n";
     return 0;
   }
   if (absl::Status s = wal::ConfigureLogging(wal::LogFormatFlag(), wal::LogLevelFlag()); !s.ok()) {

@@ -149,11 +149,13 @@ absl::StatusOr<std::unique_ptr<WalServer>> WalServer::Start(ServerOptions o) {
     if (absl::Status s = (self.get()->*step)(o); !s.ok()) return s;
   }
   self->AddCollectors();
-  spdlog::info("walserver {} listening on {}{} (Kafka {}, slots {}x{}, max entry {} bytes)", o.name,
-               absl::StrJoin(self->addresses_, ", "),
-               self->http_ ? absl::StrCat(", metrics on http://", self->http_->address()) : "",
-               self->mock_ ? "in-process mock" : self->kafka_.at("bootstrap.servers"),
-               o.topic_count, o.partitions_per_topic, self->max_entry_bytes_);
+  spdlog::info(
+      "walserver {} {} listening on {}{} (Kafka {}, librdkafka {}, slots {}x{}, max entry {} "
+      "bytes)",
+      WALSERVER_VERSION, o.name, absl::StrJoin(self->addresses_, ", "),
+      self->http_ ? absl::StrCat(", metrics on http://", self->http_->address()) : "",
+      self->mock_ ? "in-process mock" : self->kafka_.at("bootstrap.servers"), LibrdkafkaVersion(),
+      o.topic_count, o.partitions_per_topic, self->max_entry_bytes_);
   return self;
 }
 
@@ -437,6 +439,10 @@ absl::Status WalServer::StartHttpAndPruner(const ServerOptions& o) {
 }
 
 void WalServer::AddCollectors() {
+  metrics_.AddCollector([](MetricWriter& w) {
+    w.Sample("walserver_build_info",
+             {{"version", WALSERVER_VERSION}, {"librdkafka", LibrdkafkaVersion()}}, 1);
+  });
   metrics_.AddCollector([meta = meta_.get(), reader = reader_.get()](MetricWriter& w) {
     w.Sample("walserver_meta_healthy", {}, meta->Health().ok() ? 1 : 0);
     w.Sample("walserver_records_skipped_total", {{"topic", "data"}},

@@ -82,8 +82,12 @@ absl::StatusOr<LoadedSettings> LoadSettings(int argc, char** argv, char** envp) 
           absl::StrCat("unexpected argument '", arg, "'; settings look like --name=value"));
     }
     arg = absl::StripPrefix(absl::StripPrefix(arg, "-"), "-");
-    if (absl::StartsWith(arg, "help") || arg == "version") {
+    if (absl::StartsWith(arg, "help")) {
       settings.help = true;
+      return settings;
+    }
+    if (arg == "version") {
+      settings.version = true;
       return settings;
     }
     std::string name, value;

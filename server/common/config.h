@@ -16,6 +16,8 @@ struct LoadedSettings {
   std::map<std::string, std::string> kafka_properties;
   // --help and friends were asked for: hand argv to absl, which prints usage and exits.
   bool help = false;
+  // --version was asked for: print walserver's and librdkafka's versions and exit.
+  bool version = false;
 };
 
 // Sets the absl flags from the file, the environment (`envp`, NULL-terminated) and `argv`.

@@ -18,6 +18,8 @@ struct Family {
 
 // Every metric walserver exports.
 constexpr Family kFamilies[] = {
+    {"walserver_build_info", "gauge",
+     "Always 1; its labels name walserver's version and the librdkafka it runs."},
     {"walserver_rpc_calls_total", "counter", "gRPC calls by method and status code."},
     {"walserver_rpc_latency_seconds", "histogram",
      "gRPC call latency from arrival to status, by method and status code."},

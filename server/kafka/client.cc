@@ -18,6 +18,8 @@ void LogFromKafka(const rd_kafka_t* rk, int level, const char* facility, const c
 
 }  // namespace
 
+std::string LibrdkafkaVersion() { return rd_kafka_version_str(); }
+
 absl::StatusOr<KafkaHandle> NewKafkaClient(rd_kafka_type_t type, const KafkaProperties& properties,
                                            const std::function<void(rd_kafka_conf_t*)>& customize) {
   rd_kafka_conf_t* conf = rd_kafka_conf_new();

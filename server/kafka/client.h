@@ -23,6 +23,10 @@ using KafkaHandle = std::unique_ptr<rd_kafka_t, KafkaHandleDeleter>;
 // any pass-through settings); each client adds its own on top.
 using KafkaProperties = std::map<std::string, std::string>;
 
+// The librdkafka this process runs, as rd_kafka_version_str() reports it (e.g. "2.12.1"): the
+// shared library loaded, which may differ from the headers walserver was built with.
+std::string LibrdkafkaVersion();
+
 // Creates a client of `type` with `properties`; `customize` may add callbacks to the conf.
 absl::StatusOr<KafkaHandle> NewKafkaClient(
     rd_kafka_type_t type, const KafkaProperties& properties,

@@ -12,6 +12,11 @@ done
 [[ $(grep -c "default:" <<<"$help") -ge $(grep -c "^ABSL_FLAG" "$flags_cc") ]] ||
   fail "--help must show a default for every option"
 
+# --version names walserver's and the running librdkafka's versions.
+version=$("$WALSERVER" --version)
+[[ "$version" == "walserver $expected_version (librdkafka $expected_librdkafka)" ]] ||
+  fail "--version printed '$version'"
+
 # Bad input: exit code 2 and a message that names it.
 expect_exit 2 "$WALSERVER" --no_such_option=1
 expect_contains "$(cat "$work/err")" "unknown setting 'no_such_option'"

@@ -18,6 +18,12 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# What walserver --version must name: its version (project() in CMakeLists.txt) and the
+# librdkafka scripts/librdkafka.sh builds for it.
+repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+expected_version=$(sed -n 's/^project(walserver VERSION \([0-9.]*\).*/\1/p' "$repo_root/CMakeLists.txt")
+expected_librdkafka=$(sed -n 's/^librdkafka_version=//p' "$repo_root/scripts/librdkafka.sh")
+
 fail() {
   echo "FAIL: $*" >&2
   exit 1

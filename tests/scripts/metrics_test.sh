@@ -13,6 +13,10 @@ metric() {  # metric NAME_WITH_LABELS -> value (0 when absent)
 page=$(curl -sf "http://$HTTP/metrics")
 expect_contains "$page" "^# TYPE walserver_append_bytes_total counter$" "/metrics"
 expect_contains "$page" "^walserver_meta_healthy 1$" "/metrics"
+expect_contains "$page" \
+  "^walserver_build_info[{]version=\"$expected_version\",librdkafka=\"$expected_librdkafka\"[}] 1$" "/metrics"
+expect_contains "$(cat "$work/metrics.log")" "walserver $expected_version .*librdkafka $expected_librdkafka" \
+  "start-up line"
 
 # walctl appends on the append stream: each append counts as a StreamedAppend call.
 before_calls=$(metric 'walserver_rpc_calls_total{method="StreamedAppend",code="OK"}')
