@@ -17,7 +17,6 @@
 #include "server/common/config.h"
 #include "server/common/logging.h"
 #include "server/flags.h"
-#include "server/kafka/admin.h"
 #include "server/kafka/client.h"
 #include "server/wal_server.h"
 #include "spdlog/spdlog.h"
@@ -91,9 +90,9 @@ int main(int argc, char** argv, char** envp) {
   int signal_number = 0;
   sigwait(&signals, &signal_number);
   spdlog::info("signal {}: shutting down", signal_number);
-  // Shutdown is bounded by its grace and Kafka's timeouts; should a Kafka call still block
-  // (librdkafka 2.0.2 has calls that wait for a broker that is down), exit anyway: every
-  // acknowledged append is in Kafka already.
+  // Shutdown is bounded by its grace and Kafka's timeouts; should anything still block past
+  // them (a bug, here or in librdkafka), exit anyway: every acknowledged append is in Kafka
+  // already.
   std::promise<void> stopped;
   std::thread stopper([&] {
     (*server)->Shutdown();
@@ -106,11 +105,5 @@ int main(int argc, char** argv, char** envp) {
   }
   stopper.join();
   spdlog::info("walserver stopped");
-  if (wal::AbandonedWatermarkQueries() > 0) {
-    // Kafka clients were left open for queries still waiting on a broker (kafka/admin.h): exit
-    // without running static destructors under their threads.
-    spdlog::default_logger()->flush();
-    _exit(0);
-  }
   return 0;
 }

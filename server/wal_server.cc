@@ -535,16 +535,6 @@ void WalServer::Shutdown(std::chrono::milliseconds grace) {
   health_.reset();
   reader_.reset();
   writer_.reset();
-  if (const int stuck = AbandonedWatermarkQueries(); stuck > 0) {
-    // Destroying the clients those queries use would pull them from under them; the process
-    // is going anyway. Kept reachable, so that leak checkers do not report them.
-    spdlog::warn(
-        "shutdown: {} Kafka queries are still waiting for a broker; leaving their "
-        "clients open",
-        stuck);
-    KeepOpenForAbandonedQueries(std::shared_ptr<rd_kafka_t>(admin_.release(), [](rd_kafka_t*) {}));
-    KeepOpenForAbandonedQueries(std::shared_ptr<MockCluster>(std::move(mock_)));
-  }
   meta_.reset();
   admin_.reset();
   mock_.reset();

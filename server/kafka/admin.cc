@@ -2,20 +2,15 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <set>
-#include <system_error>
 #include <thread>
 #include <utility>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "server/common/deadline.h"
-#include "server/common/slot.h"
 #include "server/kafka/errors.h"
 #include "spdlog/spdlog.h"
 
@@ -163,101 +158,104 @@ absl::Status CheckExistingTopic(rd_kafka_t* rk, const TopicSpec& spec, int timeo
 
 namespace {
 
-// librdkafka 2.0.2 never times out a watermark query whose partition leader is down (fixed in
-// 2.3.0): a query waits until the broker is back. So each try runs on a thread of its own, and
-// a caller whose time is up (or who is shutting down) stops waiting for it; the try finishes
-// whenever Kafka answers. At most kMaxAbandonedQueriesPerPartition such threads wait on one
-// partition: past that, its queries fail at once, so that a broker gone for good cannot pile
-// threads up (and the other partitions are not held hostage).
-constexpr int kMaxAbandonedQueriesPerPartition = 8;
-std::atomic<int> abandoned_queries{0};
-std::mutex abandoned_mu;
-std::map<Slot, int> abandoned_per_partition ABSL_GUARDED_BY(abandoned_mu);
 std::atomic<uint64_t> cancellations{0};  // CancelWatermarkQueries() calls
 
-// One query of a partition's offsets (its watermarks, or the offset for a time), on a thread
-// of its own (see above): `run` makes the librdkafka call and fills its result.
-template <typename Result>
-struct OffsetQuery {
-  std::mutex mu;
-  std::condition_variable cv;
-  bool done ABSL_GUARDED_BY(mu) = false;
-  bool abandoned ABSL_GUARDED_BY(mu) = false;
-  rd_kafka_resp_err_t err ABSL_GUARDED_BY(mu) = RD_KAFKA_RESP_ERR_NO_ERROR;
-  Result result ABSL_GUARDED_BY(mu){};
+struct PartitionListDeleter {
+  void operator()(rd_kafka_topic_partition_list_t* l) const {
+    rd_kafka_topic_partition_list_destroy(l);
+  }
 };
 
-template <typename Result>
-rd_kafka_resp_err_t QueryOnce(
-    const std::string& topic, int32_t partition, int timeout_ms,
-    std::function<rd_kafka_resp_err_t(int timeout_ms, Result* result)> run, Result* out) {
+// Kafka's ListOffsets for one partition, once per spec (RD_KAFKA_OFFSET_SPEC_EARLIEST, _LATEST
+// or a time in ms), all sent at once: the offsets in the order of `specs`, or the first error.
+// Waits at most `timeout_ms`, and gives up at once when CancelWatermarkQueries is called; a
+// request given up on answers to a queue nobody reads, which librdkafka frees.
+rd_kafka_resp_err_t ListOffsetsOnce(rd_kafka_t* rk, const std::string& topic, int32_t partition,
+                                    const std::vector<int64_t>& specs, int timeout_ms,
+                                    std::vector<int64_t>* offsets) {
   const uint64_t cancelled_before = cancellations.load();
-  {
-    std::lock_guard<std::mutex> lock(abandoned_mu);
-    auto it = abandoned_per_partition.find(Slot{topic, partition});
-    if (it != abandoned_per_partition.end() && it->second >= kMaxAbandonedQueriesPerPartition) {
+  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  std::unique_ptr<rd_kafka_queue_t, QueueDeleter> queue(rd_kafka_queue_new(rk));
+  char errstr[512];
+  for (size_t i = 0; i < specs.size(); ++i) {
+    std::unique_ptr<rd_kafka_topic_partition_list_t, PartitionListDeleter> list(
+        rd_kafka_topic_partition_list_new(1));
+    rd_kafka_topic_partition_list_add(list.get(), topic.c_str(), partition)->offset = specs[i];
+    std::unique_ptr<rd_kafka_AdminOptions_t, AdminOptionsDeleter> options(
+        rd_kafka_AdminOptions_new(rk, RD_KAFKA_ADMIN_OP_LISTOFFSETS));
+    rd_kafka_AdminOptions_set_request_timeout(options.get(), timeout_ms, errstr, sizeof(errstr));
+    rd_kafka_AdminOptions_set_opaque(options.get(), reinterpret_cast<void*>(i));
+    rd_kafka_ListOffsets(rk, list.get(), options.get(), queue.get());
+  }
+  offsets->assign(specs.size(), -1);
+  for (size_t answered = 0; answered < specs.size();) {
+    // Wakes every 100 ms to see whether shutdown cancelled the queries.
+    const int wait_ms = std::min(100, MillisLeft(deadline, timeout_ms));
+    if (wait_ms <= 0 || cancellations.load() != cancelled_before) {
       return RD_KAFKA_RESP_ERR__TIMED_OUT;
     }
+    EventPtr event(rd_kafka_queue_poll(queue.get(), wait_ms));
+    if (!event) continue;
+    if (rd_kafka_event_type(event.get()) != RD_KAFKA_EVENT_LISTOFFSETS_RESULT) continue;
+    if (rd_kafka_resp_err_t err = rd_kafka_event_error(event.get())) return err;
+    size_t count = 0;
+    const rd_kafka_ListOffsetsResultInfo_t** infos =
+        rd_kafka_ListOffsets_result_infos(rd_kafka_event_ListOffsets_result(event.get()), &count);
+    if (count != 1) return RD_KAFKA_RESP_ERR__BAD_MSG;
+    const rd_kafka_topic_partition_t* answer =
+        rd_kafka_ListOffsetsResultInfo_topic_partition(infos[0]);
+    if (answer->err) return answer->err;
+    (*offsets)[reinterpret_cast<size_t>(rd_kafka_event_opaque(event.get()))] = answer->offset;
+    ++answered;
   }
-  auto query = std::make_shared<OffsetQuery<Result>>();
-  try {
-    std::thread([query, run = std::move(run), topic, partition, timeout_ms] {
-      Result result{};
-      const rd_kafka_resp_err_t err = run(timeout_ms, &result);
-      std::lock_guard<std::mutex> lock(query->mu);
-      query->result = result;
-      query->err = err;
-      query->done = true;
-      if (query->abandoned) {
-        --abandoned_queries;
-        std::lock_guard<std::mutex> count_lock(abandoned_mu);
-        if (--abandoned_per_partition[Slot{topic, partition}] == 0) {
-          abandoned_per_partition.erase(Slot{topic, partition});
-        }
-      }
-      query->cv.notify_all();
-    }).detach();
-  } catch (const std::system_error&) {
-    return RD_KAFKA_RESP_ERR__TIMED_OUT;  // no thread to be had: as if Kafka did not answer
-  }
-  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
-  std::unique_lock<std::mutex> lock(query->mu);
-  // Wakes every 100 ms to see whether shutdown cancelled the queries.
-  while (!query->done && cancellations.load() == cancelled_before && Clock::now() < deadline) {
-    query->cv.wait_until(lock, std::min(deadline, Clock::now() + std::chrono::milliseconds(100)));
-  }
-  if (!query->done) {
-    query->abandoned = true;
-    ++abandoned_queries;
-    std::lock_guard<std::mutex> count_lock(abandoned_mu);
-    ++abandoned_per_partition[Slot{topic, partition}];
-    return RD_KAFKA_RESP_ERR__TIMED_OUT;
-  }
-  *out = query->result;
-  return query->err;
+  return RD_KAFKA_RESP_ERR_NO_ERROR;
 }
 
-// Runs `run` as QueryOnce does, again while a retry may cure the error and time is left.
-template <typename Result>
-absl::StatusOr<Result> QueryWithRetries(
-    const std::string& topic, int32_t partition, int timeout_ms, absl::string_view what,
-    const std::function<rd_kafka_resp_err_t(int timeout_ms, Result* result)>& run) {
-  // Retries what a retry may cure (a leader just elected, a broker reconnecting) while time is
-  // left; librdkafka 2.0.2 can overrun a single query's timeout, so each try gets a slice.
+// Whether `err` says the client's metadata names an old leader or leader epoch of the
+// partition. librdkafka's ListOffsets sends the cached leader epoch and (2.12.1) refreshes the
+// cache only after NOT_LEADER_OR_FOLLOWER and LEADER_NOT_AVAILABLE: after a broker restart every
+// query failed with FENCED_LEADER_EPOCH until the periodic refresh, 5 minutes later.
+bool StaleLeader(rd_kafka_resp_err_t err) {
+  return err == RD_KAFKA_RESP_ERR_FENCED_LEADER_EPOCH ||
+         err == RD_KAFKA_RESP_ERR_UNKNOWN_LEADER_EPOCH ||
+         err == RD_KAFKA_RESP_ERR_NOT_LEADER_OR_FOLLOWER ||
+         err == RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE;
+}
+
+// Asks a broker for `topic`'s metadata, which updates the client's cache (leaders, epochs).
+void RefreshMetadata(rd_kafka_t* rk, const std::string& topic, int timeout_ms) {
+  rd_kafka_topic_t* rkt = rd_kafka_topic_new(rk, topic.c_str(), nullptr);
+  const rd_kafka_metadata_t* md = nullptr;
+  if (rd_kafka_metadata(rk, 0, rkt, &md, timeout_ms) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+    rd_kafka_metadata_destroy(md);
+  }
+  rd_kafka_topic_destroy(rkt);
+}
+
+// ListOffsetsOnce again while a retry may cure the error (a leader just elected, a broker
+// reconnecting) and time is left.
+absl::StatusOr<std::vector<int64_t>> ListOffsets(rd_kafka_t* rk, const std::string& topic,
+                                                 int32_t partition,
+                                                 const std::vector<int64_t>& specs, int timeout_ms,
+                                                 absl::string_view what) {
   const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
   const uint64_t cancelled_before = cancellations.load();
   while (true) {
-    Result result{};
-    rd_kafka_resp_err_t err = QueryOnce<Result>(
-        topic, partition, std::max(1, MillisLeft(deadline, timeout_ms)), run, &result);
-    if (!err) return result;
+    std::vector<int64_t> offsets;
+    const rd_kafka_resp_err_t err = ListOffsetsOnce(
+        rk, topic, partition, specs, std::max(1, MillisLeft(deadline, timeout_ms)), &offsets);
+    if (!err) return offsets;
     absl::Status status =
         KafkaErrorToStatus(err, absl::StrCat(what, " ", topic, "[", partition, "]"));
     if (!absl::IsUnavailable(status) || cancellations.load() != cancelled_before ||
         Clock::now() + std::chrono::milliseconds(100) >= deadline) {
       return status;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (StaleLeader(err)) {
+      RefreshMetadata(rk, topic, std::min(1000, std::max(1, MillisLeft(deadline, timeout_ms))));
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
   }
 }
 
@@ -267,38 +265,20 @@ void CancelWatermarkQueries() { ++cancellations; }
 
 uint64_t WatermarkQueryCancellations() { return cancellations.load(); }
 
-void KeepOpenForAbandonedQueries(std::shared_ptr<void> client) {
-  static std::mutex mu;
-  static auto* kept = new std::vector<std::shared_ptr<void>>();
-  std::lock_guard<std::mutex> lock(mu);
-  kept->push_back(std::move(client));
-}
-
-int AbandonedWatermarkQueries() { return abandoned_queries.load(); }
-
 absl::StatusOr<Watermarks> QueryWatermarks(rd_kafka_t* rk, const std::string& topic,
                                            int32_t partition, int timeout_ms) {
-  return QueryWithRetries<Watermarks>(topic, partition, timeout_ms, "querying the end of",
-                                      [rk, topic, partition](int timeout, Watermarks* marks) {
-                                        return rd_kafka_query_watermark_offsets(
-                                            rk, topic.c_str(), partition, &marks->low, &marks->high,
-                                            timeout);
-                                      });
+  auto offsets = ListOffsets(rk, topic, partition,
+                             {RD_KAFKA_OFFSET_SPEC_EARLIEST, RD_KAFKA_OFFSET_SPEC_LATEST},
+                             timeout_ms, "querying the end of");
+  if (!offsets.ok()) return offsets.status();
+  return Watermarks{(*offsets)[0], (*offsets)[1]};
 }
 
 absl::StatusOr<int64_t> OffsetForTime(rd_kafka_t* rk, const std::string& topic, int32_t partition,
                                       int64_t time_ms, int timeout_ms) {
-  return QueryWithRetries<int64_t>(
-      topic, partition, timeout_ms, "looking up a time in",
-      [rk, topic, partition, time_ms](int timeout, int64_t* offset) {
-        rd_kafka_topic_partition_list_t* list = rd_kafka_topic_partition_list_new(1);
-        rd_kafka_topic_partition_list_add(list, topic.c_str(), partition)->offset = time_ms;
-        rd_kafka_resp_err_t err = rd_kafka_offsets_for_times(rk, list, timeout);
-        if (!err) err = list->elems[0].err;
-        *offset = list->elems[0].offset;
-        rd_kafka_topic_partition_list_destroy(list);
-        return err;
-      });
+  auto offsets = ListOffsets(rk, topic, partition, {time_ms}, timeout_ms, "looking up a time in");
+  if (!offsets.ok()) return offsets.status();
+  return (*offsets)[0];
 }
 
 absl::Status EnsureTopics(rd_kafka_t* rk, const std::vector<TopicSpec>& topics, int timeout_ms) {

@@ -6,7 +6,6 @@
 
 #include <cstdint>
 #include <map>
-#include <memory>
 #include <string>
 #include <vector>
 
@@ -19,20 +18,16 @@ struct Watermarks {
   int64_t low = 0;   // first offset still in Kafka
   int64_t high = 0;  // next offset to be written
 };
-// Queries still running in librdkafka that their callers stopped waiting for (see kafka.cc):
-// the client they use must not be destroyed while there are any.
-int AbandonedWatermarkQueries();
-// For shutdown: every watermark query running now fails at once (_TIMED_OUT).
+// For shutdown: every watermark and time query waiting now fails at once (_TIMED_OUT).
 void CancelWatermarkQueries();
 // How many times CancelWatermarkQueries was called: work that began before a change must stop.
 uint64_t WatermarkQueryCancellations();
-// Keeps `client` (anything holding a Kafka handle) open until the process ends, for the queries
-// abandoned on it; reachable, so that leak checkers do not report it.
-void KeepOpenForAbandonedQueries(std::shared_ptr<void> client);
+// The partition's watermarks (Kafka's ListOffsets, earliest and latest), within `timeout_ms`;
+// queries that a retry may cure are retried while time is left.
 absl::StatusOr<Watermarks> QueryWatermarks(rd_kafka_t* rk, const std::string& topic,
                                            int32_t partition, int timeout_ms);
 // The first offset of the partition whose record timestamp is at or after `time_ms` (Kafka's
-// offsets-for-times), or -1 when no record is that recent. Bounded like QueryWatermarks.
+// ListOffsets by time), or -1 when no record is that recent. Bounded like QueryWatermarks.
 absl::StatusOr<int64_t> OffsetForTime(rd_kafka_t* rk, const std::string& topic, int32_t partition,
                                       int64_t time_ms, int timeout_ms);
 

@@ -128,13 +128,6 @@ MetaStore::~MetaStore() {
   redelete_cv_.notify_all();
   if (redelete_thread_.joinable()) redelete_thread_.join();
   if (tail_thread_.joinable()) tail_thread_.join();
-  if (AbandonedWatermarkQueries() > 0) {
-    // Queries still running on these clients (see kafka.h): they must outlive them. Kept
-    // reachable, so that leak checkers do not report them.
-    KeepOpenForAbandonedQueries(std::shared_ptr<Consumer>(std::move(consumer_)));
-    KeepOpenForAbandonedQueries(
-        std::shared_ptr<rd_kafka_t>(watermarks_client_.release(), [](rd_kafka_t*) {}));
-  }
 }
 
 void MetaStore::RedeleteLoop() {
