@@ -2,7 +2,8 @@
 # The whole suite: installs what is missing (Java and Maven artifacts for Kafka, the Rust
 # client's crates), checks formatting, builds, starts a real Kafka broker, runs every test through
 # ctest but the fault tests, runs the Rust client's cargo tests against walserver on that broker,
-# runs the unit and integration tests again built with AddressSanitizer and
+# runs the contract suite and the Rust client's tests again on the other Kafka versions, runs the
+# unit and integration tests again built with AddressSanitizer and
 # UndefinedBehaviorSanitizer and again with ThreadSanitizer, then starts a 3-node Kafka cluster
 # and runs the fault tests one at a time on it, runs the libFuzzer targets for 30 s each, stops
 # Kafka.
@@ -53,9 +54,24 @@ if ! $quick; then
   (cd client/rust && cargo clippy --offline --locked --all-targets -- -D warnings)
 fi
 if $quick; then
-  echo "== quick run passed (the whole suite adds the sanitizer builds, fault tests and fuzzers)"
+  echo "== quick run passed (the whole suite adds the Kafka versions, sanitizer builds, fault tests and fuzzers)"
   exit 0
 fi
+
+# The suite's broker ($WAL_KAFKA_VERSION, default in tests/kafka/pom.xml) ran everything above;
+# the contract suite and the Rust client's tests run again on each other version README lists.
+for kafka_version in ${WAL_COMPAT_KAFKA_VERSIONS:-3.9.1 4.4.0}; do
+  echo "== compatibility: the contract suite and the Rust client's tests on Kafka $kafka_version"
+  (
+    export WAL_KAFKA_VERSION=$kafka_version
+    temporary_kafka_cleanup=()
+    trap stop_temporary_kafka EXIT
+    start_temporary_broker
+    export WAL_TEST_BROKERS=$KAFKA_BOOTSTRAP WAL_TEST_SASL_BROKERS=$KAFKA_SASL_BOOTSTRAP
+    (cd "${BUILD_DIR:-build}" && ctest --output-on-failure -j2 -R '^integration_contract_test[.]')
+    (cd client/rust && WALSERVER=$walserver_binary cargo test --offline --locked -- --test-threads=2)
+  )
+done
 
 echo "== unit and integration tests under AddressSanitizer and UndefinedBehaviorSanitizer"
 BUILD_DIR=build-asan CMAKE_ARGS=-DWAL_SANITIZE=address,undefined ./scripts/build.sh

@@ -23,11 +23,13 @@
 #   tests/kafka/kafka.sh node-start DIR ID        start node ID again
 #   tests/kafka/kafka.sh bootstrap DIR            print the nodes' HOST:PORT list
 #
-# The jars are cached in $WAL_KAFKA_CACHE (default ~/.cache/walserver/kafka-<version>).
+# The broker's version is $WAL_KAFKA_VERSION (default: kafka.version in pom.xml, the suite's);
+# test.sh's compatibility run sets it (README lists the versions tested). The jars are cached in
+# $WAL_KAFKA_CACHE (default ~/.cache/walserver/kafka-<version>).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-kafka_version=$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' "$here/pom.xml")
+kafka_version=${WAL_KAFKA_VERSION:-$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' "$here/pom.xml")}
 cache=${WAL_KAFKA_CACHE:-$HOME/.cache/walserver/kafka-$kafka_version}
 
 log() { echo "kafka.sh: $*" >&2; }
@@ -49,7 +51,7 @@ fetch() {
   log "fetching Kafka $kafka_version jars into $cache"
   mkdir -p "$cache/libs"
   (cd "$here" && mvn -q -B -Dstyle.color=never -f pom.xml dependency:copy-dependencies \
-    -DoutputDirectory="$cache/libs" -Dmdep.overWriteIfNewer=true)
+    -Dkafka.version="$kafka_version" -DoutputDirectory="$cache/libs" -Dmdep.overWriteIfNewer=true)
   touch "$cache/.complete"
 }
 
