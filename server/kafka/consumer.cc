@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "server/common/deadline.h"
 #include "server/kafka/errors.h"
 
 namespace wal {
@@ -11,7 +12,8 @@ absl::StatusOr<std::unique_ptr<Consumer>> Consumer::Create(const KafkaProperties
                                                            std::string name) {
   KafkaProperties props = properties;
   props["client.id"] = name;
-  // librdkafka 2.0.2 wants a group.id for assign(); the group is never joined or committed to.
+  // librdkafka (2.12.1 too) wants a group.id for assign(); the group is never joined or
+  // committed to.
   props["group.id"] = "walserver-reader";
   props["enable.auto.commit"] = "false";
   props["enable.auto.offset.store"] = "false";
@@ -40,10 +42,11 @@ absl::Status Consumer::Assign(const std::string& topic, int32_t partition, int64
 absl::Status Consumer::Seek(const std::string& topic, int32_t partition, int64_t offset) {
   rd_kafka_topic_partition_list_t* list = rd_kafka_topic_partition_list_new(1);
   rd_kafka_topic_partition_list_add(list, topic.c_str(), partition)->offset = offset;
-  // No timeout: a seek only updates the local fetcher and is answered at once. A finite one
-  // is a trap in librdkafka 2.0.2, which waits a thousandth of it (5000 ms became 5 ms, and
-  // reads under ThreadSanitizer failed with "seeking in a partition: Local: Timed out").
-  rd_kafka_error_t* error = rd_kafka_seek_partitions(rk_.get(), list, -1);
+  // A seek only updates the local fetcher and is answered at once; the bound is for a client
+  // whose threads are stuck. (librdkafka 2.0.2 waited a thousandth of a seek's timeout, so
+  // seeks waited without one until 2.12.1.)
+  rd_kafka_error_t* error = rd_kafka_seek_partitions(
+      rk_.get(), list, static_cast<int>(kKafkaRequestTimeout.count()));
   rd_kafka_resp_err_t err = list->elems[0].err;
   if (error != nullptr) {
     err = rd_kafka_error_code(error);
