@@ -32,7 +32,7 @@ class SlotEnds {
       : query_(std::move(query)), cancellations_(std::move(cancellations)) {}
 
   // The slot's high watermark. With 256 CreateNamespace calls at once, each asked Kafka on its
-  // own: one ListOffsets round trip and one thread per call.
+  // own: a ListOffsets round trip per call.
   absl::StatusOr<int64_t> Get(const Slot& slot, Clock::time_point deadline);
   // Queries sent to Kafka so far.
   uint64_t queries() const;
