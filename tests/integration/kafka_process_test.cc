@@ -168,9 +168,13 @@ TEST_F(KafkaProcessTest, RestartKeepsTableTruncationAndEntries) {
 // the same --name: the torn entry is skipped, and a follow read from the start delivers the
 // entry appended after the restart within a second of its append.
 TEST_F(KafkaProcessTest, AFollowReadPassesAnEntryTornByACrashWithinASecond) {
-  const std::vector<std::string> name = {"--name=torn-writer"};
+  // The same name across the restart; the entry goes out in 3,840 small batches instead of 60 of
+  // 1 MB, so that it takes Kafka long enough for the kill below to land inside it even on a
+  // loaded machine (in 60 batches it was once acknowledged before the loop saw its first record).
+  const std::vector<std::string> flags = {"--name=torn-writer", "--max_record_bytes=16384",
+                                          "--kafka.batch.size=16384"};
   {
-    auto server = StartServer(name);
+    auto server = StartServer(flags);
     ASSERT_NE(server, nullptr);
     auto client = Connect(server->address(), seconds(30));
     ASSERT_TRUE(client->CreateNamespace(1).ok());
@@ -198,7 +202,7 @@ TEST_F(KafkaProcessTest, AFollowReadPassesAnEntryTornByACrashWithinASecond) {
     ASSERT_GT(now, end) << "no record of the entry reached Kafka";
     ASSERT_FALSE(big_result.ok()) << "the entry was acknowledged before the kill";
   }
-  auto server = StartServer(name);
+  auto server = StartServer(flags);
   ASSERT_NE(server, nullptr);
   auto client = Connect(server->address(), seconds(15));
   auto replay = client->ReadAll(1);
