@@ -35,8 +35,6 @@ constexpr Family kFamilies[] = {
      "Scans of a slot started for reads; reads of one slot that arrive together share one."},
     {"walserver_read_scan_rewinds_total", "counter",
      "Times a scan went back for reads that joined behind it, instead of starting another."},
-    {"walserver_read_scan_refetches_total", "counter",
-     "Times a scan found no record where records exist and restarted fetching."},
     {"walserver_read_scan_detaches_total", "counter",
      "Reads taken off a shared scan because their client did not keep up (their queue was "
      "full); each carries on with a scan of its own once its client pulls again."},
@@ -238,8 +236,6 @@ std::string Metrics::Render() const {
            static_cast<double>(read_duplicate_entries.load()));
   w.Sample("walserver_read_scans_total", {}, static_cast<double>(read_scans.load()));
   w.Sample("walserver_read_scan_rewinds_total", {}, static_cast<double>(read_scan_rewinds.load()));
-  w.Sample("walserver_read_scan_refetches_total", {},
-           static_cast<double>(read_scan_refetches.load()));
   w.Sample("walserver_read_scan_detaches_total", {},
            static_cast<double>(read_scan_detaches.load()));
   w.Sample("walserver_read_torn_entries_total", {}, static_cast<double>(read_torn_entries.load()));

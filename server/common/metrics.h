@@ -49,7 +49,6 @@ class Metrics {
   std::atomic<uint64_t> read_duplicate_entries{0};
   std::atomic<uint64_t> read_scans{0};
   std::atomic<uint64_t> read_scan_rewinds{0};
-  std::atomic<uint64_t> read_scan_refetches{0};
   std::atomic<uint64_t> read_scan_detaches{0};
   std::atomic<uint64_t> read_torn_entries{0};
   std::atomic<uint64_t> read_gaps{0};

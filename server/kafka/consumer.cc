@@ -21,6 +21,10 @@ absl::StatusOr<std::unique_ptr<Consumer>> Consumer::Create(const KafkaProperties
   props["enable.partition.eof"] = "true";
   if (!props.count("fetch.wait.max.ms")) props["fetch.wait.max.ms"] = "50";
   if (!props.count("queued.max.messages.kbytes")) props["queued.max.messages.kbytes"] = "16384";
+  // Once the queue reaches either limit, librdkafka stops fetching for this long (1 s by
+  // default), however soon the reader drains it: a scan reading faster than one queue a second
+  // would pause every 16 MiB.
+  if (!props.count("fetch.queue.backoff.ms")) props["fetch.queue.backoff.ms"] = "10";
   auto rk = NewKafkaClient(RD_KAFKA_CONSUMER, props);
   if (!rk.ok()) return rk.status();
   rd_kafka_poll_set_consumer(rk->get());
@@ -45,8 +49,8 @@ absl::Status Consumer::Seek(const std::string& topic, int32_t partition, int64_t
   // A seek only updates the local fetcher and is answered at once; the bound is for a client
   // whose threads are stuck. (librdkafka 2.0.2 waited a thousandth of a seek's timeout, so
   // seeks waited without one until 2.12.1.)
-  rd_kafka_error_t* error = rd_kafka_seek_partitions(
-      rk_.get(), list, static_cast<int>(kKafkaRequestTimeout.count()));
+  rd_kafka_error_t* error =
+      rd_kafka_seek_partitions(rk_.get(), list, static_cast<int>(kKafkaRequestTimeout.count()));
   rd_kafka_resp_err_t err = list->elems[0].err;
   if (error != nullptr) {
     err = rd_kafka_error_code(error);

@@ -64,7 +64,9 @@ absl::Status SlotScan::Scan() {
     Message msg = consumer_->Poll(static_cast<int>(wait.count()));
     absl::Status status;
     if (!msg) {
-      status = OnNothingFetched();
+      // Nothing fetched yet. (A scan behind its fetcher that filled librdkafka's queue gets more
+      // after fetch.queue.backoff.ms, which Consumer sets low.)
+      AllIdle(false, absl::OkStatus());
     } else if (msg->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
       OnEndOfPartition(msg->offset);
     } else if (msg->err) {
@@ -121,23 +123,6 @@ absl::Status SlotScan::Rewind(int64_t to) {
   return absl::OkStatus();
 }
 
-absl::Status SlotScan::OnNothingFetched() {
-  AllIdle(false, absl::OkStatus());
-  // Where records are known to exist, restart fetching at next_. When the scan falls behind the
-  // fetcher, librdkafka 2.0.2 fills its queue (queued.max.messages.kbytes) and then fetches
-  // nothing for a fixed second, even after the queue drained (fetch.queue.backoff.ms came in
-  // 2.1). A scan with many members stalled ~1 s per 16 MiB that way; seeking to where it is
-  // starts a fetch at once.
-  if (next_ < bounded_end_ && Clock::now() - last_refetch_ >= refetch_interval_) {
-    last_refetch_ = Clock::now();
-    // Until a record arrives (OnRecord), each restart waits longer before the next.
-    refetch_interval_ = std::min<Clock::duration>(2 * refetch_interval_, kMaxRefetchInterval);
-    if (absl::Status s = consumer_->Seek(slot_.topic, slot_.partition, next_); !s.ok()) return s;
-    ++context_->metrics->read_scan_refetches;
-  }
-  return absl::OkStatus();
-}
-
 void SlotScan::OnEndOfPartition(int64_t offset) {
   next_ = std::max(next_, offset);
   AllIdle(true, absl::OkStatus());
@@ -176,7 +161,6 @@ absl::Status SlotScan::OnLostRecords() {
 
 void SlotScan::OnRecord(const rd_kafka_message_t& msg) {
   next_ = msg.offset + 1;
-  refetch_interval_ = kRefetchInterval;
   {
     // Later joiners must start after this record; those that joined while it was being fetched
     // (their start is at most its offset) are admitted now, so that they get it.

@@ -88,14 +88,6 @@ class SlotScan : public std::enable_shared_from_this<SlotScan> {
   // waits for new ones at the end of the slot.
   static constexpr auto kPollWhileBehind = std::chrono::milliseconds(20);
   static constexpr auto kPollAtEnd = std::chrono::milliseconds(100);
-  // While behind, the fetch is restarted at most this often when a poll brought nothing (see
-  // OnNothingFetched); the wait doubles after each restart that brought nothing, up to
-  // kMaxRefetchInterval, and is back at the start once a record arrives. A restart discards the
-  // fetch under way: with compressed batches one fetch can take librdkafka a while to expand
-  // (1 MiB of lz4 can hold hundreds of MiB of entries), and restarting it every 100 ms would
-  // never let it finish.
-  static constexpr auto kRefetchInterval = std::chrono::milliseconds(100);
-  static constexpr auto kMaxRefetchInterval = std::chrono::milliseconds(3200);
   // Every member hears of cancellation and deadlines, and sends what it has, this often even
   // while records keep coming.
   static constexpr auto kMemberCheckInterval = std::chrono::milliseconds(100);
@@ -109,7 +101,6 @@ class SlotScan : public std::enable_shared_from_this<SlotScan> {
   // `*rewind_to` when members joined behind the scan (it must go back there first).
   bool Admit(int64_t* rewind_to);
   absl::Status Rewind(int64_t to);
-  absl::Status OnNothingFetched();
   void OnEndOfPartition(int64_t offset);
   absl::Status OnKafkaError(rd_kafka_resp_err_t err);
   // Kafka answered that records at next_ are gone (out of range).
@@ -142,8 +133,6 @@ class SlotScan : public std::enable_shared_from_this<SlotScan> {
   int64_t next_ = 0;      // the next offset to hand to members
   int64_t furthest_ = 0;  // records below were scanned at least once
   Clock::time_point last_member_check_ = Clock::now();
-  Clock::time_point last_refetch_;
-  Clock::duration refetch_interval_ = kRefetchInterval;
   std::vector<std::shared_ptr<ReadMember>> members_;
   std::unordered_map<uint64_t, std::vector<ReadMember*>> by_namespace_;
   int64_t min_end_ = 0;

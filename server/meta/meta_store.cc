@@ -72,9 +72,8 @@ absl::StatusOr<std::unique_ptr<MetaStore>> MetaStore::Open(const KafkaProperties
   // latency; a short one costs 20 idle fetches a second (most of an idle server's CPU).
   KafkaProperties tail_properties = properties;
   if (!tail_properties.count("fetch.wait.max.ms")) tail_properties["fetch.wait.max.ms"] = "500";
-  // At start-up the whole table streams in. librdkafka 2.0.2 stops fetching for a second each
-  // time its queue reaches either limit, however fast it drains: with the readers' 16 MiB, a
-  // table of a million namespaces (49 MB) took 6.7 s to load, mostly waiting; now 2 s.
+  // At start-up the whole table streams in: larger queue limits than the readers' let librdkafka
+  // fetch further ahead of parsing (a million namespaces are 49 MB).
   if (!tail_properties.count("queued.max.messages.kbytes")) {
     tail_properties["queued.max.messages.kbytes"] = "32768";
   }
