@@ -168,12 +168,12 @@ struct PartitionListDeleter {
 
 // Kafka's ListOffsets for one partition, once per spec (RD_KAFKA_OFFSET_SPEC_EARLIEST, _LATEST
 // or a time in ms), all sent at once: the offsets in the order of `specs`, or the first error.
-// Waits at most `timeout_ms`, and gives up at once when CancelWatermarkQueries is called; a
-// request given up on answers to a queue nobody reads, which librdkafka frees.
+// Waits at most `timeout_ms`, and gives up at once when CancelWatermarkQueries has been called
+// since `cancelled_before` was read; a request given up on answers to a queue nobody reads,
+// which librdkafka frees.
 rd_kafka_resp_err_t ListOffsetsOnce(rd_kafka_t* rk, const std::string& topic, int32_t partition,
                                     const std::vector<int64_t>& specs, int timeout_ms,
-                                    std::vector<int64_t>* offsets) {
-  const uint64_t cancelled_before = cancellations.load();
+                                    uint64_t cancelled_before, std::vector<int64_t>* offsets) {
   const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
   std::unique_ptr<rd_kafka_queue_t, QueueDeleter> queue(rd_kafka_queue_new(rk));
   char errstr[512];
@@ -183,7 +183,13 @@ rd_kafka_resp_err_t ListOffsetsOnce(rd_kafka_t* rk, const std::string& topic, in
     rd_kafka_topic_partition_list_add(list.get(), topic.c_str(), partition)->offset = specs[i];
     std::unique_ptr<rd_kafka_AdminOptions_t, AdminOptionsDeleter> options(
         rd_kafka_AdminOptions_new(rk, RD_KAFKA_ADMIN_OP_LISTOFFSETS));
-    rd_kafka_AdminOptions_set_request_timeout(options.get(), timeout_ms, errstr, sizeof(errstr));
+    // (librdkafka refuses more than an hour, and would then wait its default of 60 s.)
+    rd_kafka_AdminOptions_set_request_timeout(options.get(), std::min(timeout_ms, 3600000), errstr,
+                                              sizeof(errstr));
+    // The end a reader's consumer (read_committed, librdkafka's default) stops at; and what
+    // rd_kafka_query_watermark_offsets answered, which used the client's isolation.level.
+    rd_kafka_AdminOptions_set_isolation_level(options.get(),
+                                              RD_KAFKA_ISOLATION_LEVEL_READ_COMMITTED);
     rd_kafka_AdminOptions_set_opaque(options.get(), reinterpret_cast<void*>(i));
     rd_kafka_ListOffsets(rk, list.get(), options.get(), queue.get());
   }
@@ -197,7 +203,10 @@ rd_kafka_resp_err_t ListOffsetsOnce(rd_kafka_t* rk, const std::string& topic, in
     EventPtr event(rd_kafka_queue_poll(queue.get(), wait_ms));
     if (!event) continue;
     if (rd_kafka_event_type(event.get()) != RD_KAFKA_EVENT_LISTOFFSETS_RESULT) continue;
-    if (rd_kafka_resp_err_t err = rd_kafka_event_error(event.get())) return err;
+    if (rd_kafka_resp_err_t err = rd_kafka_event_error(event.get())) {
+      // _NOENT: the partition has no known leader (librdkafka 2.12.1 asks no new metadata).
+      return err == RD_KAFKA_RESP_ERR__NOENT ? RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE : err;
+    }
     size_t count = 0;
     const rd_kafka_ListOffsetsResultInfo_t** infos =
         rd_kafka_ListOffsets_result_infos(rd_kafka_event_ListOffsets_result(event.get()), &count);
@@ -205,7 +214,14 @@ rd_kafka_resp_err_t ListOffsetsOnce(rd_kafka_t* rk, const std::string& topic, in
     const rd_kafka_topic_partition_t* answer =
         rd_kafka_ListOffsetsResultInfo_topic_partition(infos[0]);
     if (answer->err) return answer->err;
-    (*offsets)[reinterpret_cast<size_t>(rd_kafka_event_opaque(event.get()))] = answer->offset;
+    const size_t i = reinterpret_cast<size_t>(rd_kafka_event_opaque(event.get()));
+    // A request to the leader that failed (a dropped connection, its timeout) leaves the
+    // answer's placeholder, offset RD_KAFKA_OFFSET_INVALID with no error (librdkafka 2.12.1).
+    // -1 is an answer only for a time: no record that recent.
+    if (answer->offset < -1 || (answer->offset == -1 && specs[i] < 0)) {
+      return RD_KAFKA_RESP_ERR__TRANSPORT;
+    }
+    (*offsets)[i] = answer->offset;
     ++answered;
   }
   return RD_KAFKA_RESP_ERR_NO_ERROR;
@@ -242,8 +258,9 @@ absl::StatusOr<std::vector<int64_t>> ListOffsets(rd_kafka_t* rk, const std::stri
   const uint64_t cancelled_before = cancellations.load();
   while (true) {
     std::vector<int64_t> offsets;
-    const rd_kafka_resp_err_t err = ListOffsetsOnce(
-        rk, topic, partition, specs, std::max(1, MillisLeft(deadline, timeout_ms)), &offsets);
+    const rd_kafka_resp_err_t err =
+        ListOffsetsOnce(rk, topic, partition, specs, std::max(1, MillisLeft(deadline, timeout_ms)),
+                        cancelled_before, &offsets);
     if (!err) return offsets;
     absl::Status status =
         KafkaErrorToStatus(err, absl::StrCat(what, " ", topic, "[", partition, "]"));

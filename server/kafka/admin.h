@@ -18,7 +18,8 @@ struct Watermarks {
   int64_t low = 0;   // first offset still in Kafka
   int64_t high = 0;  // next offset to be written
 };
-// For shutdown: every watermark and time query waiting now fails at once (_TIMED_OUT).
+// For shutdown: every watermark and time query waiting now fails (_TIMED_OUT) within 100 ms, or
+// once the metadata refresh it may be making ends (at most 1 s).
 void CancelWatermarkQueries();
 // How many times CancelWatermarkQueries was called: work that began before a change must stop.
 uint64_t WatermarkQueryCancellations();
