@@ -25,6 +25,14 @@ if [[ -f "$prefix/.complete" ]]; then
 fi
 
 log() { echo "librdkafka.sh: $*" >&2; }
+# One build at a time per prefix (two clones set up at once share the cache).
+mkdir -p "$(dirname "$prefix")"
+exec 9>"$prefix.lock"
+flock 9
+if [[ -f "$prefix/.complete" ]]; then
+  echo "$prefix"
+  exit 0
+fi
 export PATH="$HOME/.cargo/bin:$PATH"
 command -v cargo >/dev/null || {
   log "cargo is needed to fetch the librdkafka source (a rustup toolchain: https://rustup.rs)"

@@ -37,35 +37,38 @@ if [[ "${1:-}" == "--test" ]] && ! command -v grpcurl >/dev/null && [[ ! -x "$HO
   "$go" install github.com/fullstorydev/grpcurl/cmd/grpcurl@v1.9.3
 fi
 
-# The Rust client (client/rust) builds with cargo and rustc 1.85 or newer (tonic 0.14), rustfmt
-# and clippy: the machine's rustup toolchain (~/.cargo/bin, first on PATH), or Debian's packages
-# where they are new enough (Debian 12's 1.63 is not, and is not installed). Its crates are
-# fetched once, as Cargo.lock pins them, into ~/.cargo/registry; test.sh then builds offline.
+# Cargo 1.85 or newer fetches librdkafka's source (its lock file and some of the crates it
+# resolves need it), and with rustfmt and clippy it builds the Rust client (client/rust, tonic
+# 0.14) for the tests: the machine's rustup toolchain (~/.cargo/bin, first on PATH), or Debian's
+# packages where they are new enough (Debian 12's 1.63 is not, and is not installed). The
+# client's crates are fetched once, as its Cargo.lock pins them, into ~/.cargo/registry; test.sh
+# then builds offline.
+export PATH="$HOME/.cargo/bin:$PATH"
+at_least_1_85() { [[ "$(printf '%s\n1.85.0\n' "$1" | sort -V | head -n1)" == "1.85.0" ]]; }
+rust_ok() {
+  command -v cargo >/dev/null && at_least_1_85 "$(rustc --version | awk '{print $2}')" || return 1
+  [[ "${1:-}" != "--test" ]] ||
+    { cargo fmt --version >/dev/null 2>&1 && cargo clippy --version >/dev/null 2>&1; }
+}
+if ! rust_ok "${1:-}"; then
+  sudo=""
+  [[ $(id -u) -eq 0 ]] || sudo=sudo
+  $sudo apt-get update -qq || true
+  candidate=$(apt-cache policy rustc 2>/dev/null | awk '/Candidate:/ {print $2}' | sed 's/^[0-9]*://; s/[+~-].*//')
+  if [[ -n "$candidate" && "$candidate" != "(none)" ]] && at_least_1_85 "$candidate"; then
+    echo "setup: installing Debian's Rust $candidate" >&2
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
+      cargo rustc rustfmt rust-clippy >/dev/null
+  fi
+fi
+if ! rust_ok "${1:-}"; then
+  echo "setup: fetching librdkafka's source needs cargo and rustc 1.85 or newer (the tests also" \
+    "rustfmt and clippy); found: $(rustc --version 2>/dev/null || echo no rustc), and Debian" \
+    "offers ${candidate:-nothing newer}. Install a toolchain with rustup (https://rustup.rs," \
+    "default profile) and run this again." >&2
+  exit 1
+fi
 if [[ "${1:-}" == "--test" ]]; then
-  export PATH="$HOME/.cargo/bin:$PATH"
-  at_least_1_85() { [[ "$(printf '%s\n1.85.0\n' "$1" | sort -V | head -n1)" == "1.85.0" ]]; }
-  rust_ok() {
-    command -v cargo >/dev/null && cargo fmt --version >/dev/null 2>&1 &&
-      cargo clippy --version >/dev/null 2>&1 && at_least_1_85 "$(rustc --version | awk '{print $2}')"
-  }
-  if ! rust_ok; then
-    sudo=""
-    [[ $(id -u) -eq 0 ]] || sudo=sudo
-    $sudo apt-get update -qq || true
-    candidate=$(apt-cache policy rustc 2>/dev/null | awk '/Candidate:/ {print $2}' | sed 's/^[0-9]*://; s/[+~-].*//')
-    if [[ -n "$candidate" && "$candidate" != "(none)" ]] && at_least_1_85 "$candidate"; then
-      echo "setup: installing Debian's Rust $candidate for the Rust client" >&2
-      DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
-        cargo rustc rustfmt rust-clippy >/dev/null
-    fi
-  fi
-  if ! rust_ok; then
-    echo "setup: the Rust client (client/rust) needs cargo, rustc 1.85 or newer, rustfmt and" \
-      "clippy; found: $(rustc --version 2>/dev/null || echo no rustc), and Debian offers" \
-      "${candidate:-nothing newer}. Install a toolchain with rustup (https://rustup.rs, default" \
-      "profile) and run this again." >&2
-    exit 1
-  fi
   crate="$(dirname "$0")/../client/rust"
   (cd "$crate" && { cargo fetch --locked --offline >/dev/null 2>&1 || cargo fetch --locked; })
 fi

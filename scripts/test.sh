@@ -64,6 +64,7 @@ for kafka_version in ${WAL_COMPAT_KAFKA_VERSIONS:-3.9.1 4.4.0}; do
   echo "== compatibility: the contract suite and the Rust client's tests on Kafka $kafka_version"
   (
     export WAL_KAFKA_VERSION=$kafka_version
+    unset WAL_KAFKA_CACHE  # a cache of one version's jars each (kafka.sh)
     temporary_kafka_cleanup=()
     trap stop_temporary_kafka EXIT
     start_temporary_broker
