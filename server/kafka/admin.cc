@@ -160,77 +160,11 @@ namespace {
 
 std::atomic<uint64_t> cancellations{0};  // CancelWatermarkQueries() calls
 
-struct PartitionListDeleter {
-  void operator()(rd_kafka_topic_partition_list_t* l) const {
-    rd_kafka_topic_partition_list_destroy(l);
-  }
-};
-
-// Kafka's ListOffsets for one partition, once per spec (RD_KAFKA_OFFSET_SPEC_EARLIEST, _LATEST
-// or a time in ms), all sent at once: the offsets in the order of `specs`, or the first error.
-// Waits at most `timeout_ms`, and gives up at once when CancelWatermarkQueries has been called
-// since `cancelled_before` was read; a request given up on answers to a queue nobody reads,
-// which librdkafka frees.
-rd_kafka_resp_err_t ListOffsetsOnce(rd_kafka_t* rk, const std::string& topic, int32_t partition,
-                                    const std::vector<int64_t>& specs, int timeout_ms,
-                                    uint64_t cancelled_before, std::vector<int64_t>* offsets) {
-  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
-  std::unique_ptr<rd_kafka_queue_t, QueueDeleter> queue(rd_kafka_queue_new(rk));
-  char errstr[512];
-  for (size_t i = 0; i < specs.size(); ++i) {
-    std::unique_ptr<rd_kafka_topic_partition_list_t, PartitionListDeleter> list(
-        rd_kafka_topic_partition_list_new(1));
-    rd_kafka_topic_partition_list_add(list.get(), topic.c_str(), partition)->offset = specs[i];
-    std::unique_ptr<rd_kafka_AdminOptions_t, AdminOptionsDeleter> options(
-        rd_kafka_AdminOptions_new(rk, RD_KAFKA_ADMIN_OP_LISTOFFSETS));
-    // (librdkafka refuses more than an hour, and would then wait its default of 60 s.)
-    rd_kafka_AdminOptions_set_request_timeout(options.get(), std::min(timeout_ms, 3600000), errstr,
-                                              sizeof(errstr));
-    // The end a reader's consumer (read_committed, librdkafka's default) stops at; and what
-    // rd_kafka_query_watermark_offsets answered, which used the client's isolation.level.
-    rd_kafka_AdminOptions_set_isolation_level(options.get(),
-                                              RD_KAFKA_ISOLATION_LEVEL_READ_COMMITTED);
-    rd_kafka_AdminOptions_set_opaque(options.get(), reinterpret_cast<void*>(i));
-    rd_kafka_ListOffsets(rk, list.get(), options.get(), queue.get());
-  }
-  offsets->assign(specs.size(), -1);
-  for (size_t answered = 0; answered < specs.size();) {
-    // Wakes every 100 ms to see whether shutdown cancelled the queries.
-    const int wait_ms = std::min(100, MillisLeft(deadline, timeout_ms));
-    if (wait_ms <= 0 || cancellations.load() != cancelled_before) {
-      return RD_KAFKA_RESP_ERR__TIMED_OUT;
-    }
-    EventPtr event(rd_kafka_queue_poll(queue.get(), wait_ms));
-    if (!event) continue;
-    if (rd_kafka_event_type(event.get()) != RD_KAFKA_EVENT_LISTOFFSETS_RESULT) continue;
-    if (rd_kafka_resp_err_t err = rd_kafka_event_error(event.get())) {
-      // _NOENT: the partition has no known leader (librdkafka 2.12.1 asks no new metadata).
-      return err == RD_KAFKA_RESP_ERR__NOENT ? RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE : err;
-    }
-    size_t count = 0;
-    const rd_kafka_ListOffsetsResultInfo_t** infos =
-        rd_kafka_ListOffsets_result_infos(rd_kafka_event_ListOffsets_result(event.get()), &count);
-    if (count != 1) return RD_KAFKA_RESP_ERR__BAD_MSG;
-    const rd_kafka_topic_partition_t* answer =
-        rd_kafka_ListOffsetsResultInfo_topic_partition(infos[0]);
-    if (answer->err) return answer->err;
-    const size_t i = reinterpret_cast<size_t>(rd_kafka_event_opaque(event.get()));
-    // A request to the leader that failed (a dropped connection, its timeout) leaves the
-    // answer's placeholder, offset RD_KAFKA_OFFSET_INVALID with no error (librdkafka 2.12.1).
-    // -1 is an answer only for a time: no record that recent.
-    if (answer->offset < -1 || (answer->offset == -1 && specs[i] < 0)) {
-      return RD_KAFKA_RESP_ERR__TRANSPORT;
-    }
-    (*offsets)[i] = answer->offset;
-    ++answered;
-  }
-  return RD_KAFKA_RESP_ERR_NO_ERROR;
-}
+// A try's longest wait: shutdown (CancelWatermarkQueries) is noticed between tries.
+constexpr int kMaxTryMs = 2000;
 
 // Whether `err` says the client's metadata names an old leader or leader epoch of the
-// partition. librdkafka's ListOffsets sends the cached leader epoch and (2.12.1) refreshes the
-// cache only after NOT_LEADER_OR_FOLLOWER and LEADER_NOT_AVAILABLE: after a broker restart every
-// query failed with FENCED_LEADER_EPOCH until the periodic refresh, 5 minutes later.
+// partition: the next try first asks for the topic's metadata.
 bool StaleLeader(rd_kafka_resp_err_t err) {
   return err == RD_KAFKA_RESP_ERR_FENCED_LEADER_EPOCH ||
          err == RD_KAFKA_RESP_ERR_UNKNOWN_LEADER_EPOCH ||
@@ -248,20 +182,25 @@ void RefreshMetadata(rd_kafka_t* rk, const std::string& topic, int timeout_ms) {
   rd_kafka_topic_destroy(rkt);
 }
 
-// ListOffsetsOnce again while a retry may cure the error (a leader just elected, a broker
-// reconnecting) and time is left.
-absl::StatusOr<std::vector<int64_t>> ListOffsets(rd_kafka_t* rk, const std::string& topic,
-                                                 int32_t partition,
-                                                 const std::vector<int64_t>& specs, int timeout_ms,
-                                                 absl::string_view what) {
+// Runs `query` (a librdkafka call given a timeout) on the caller's thread in tries of at most
+// kMaxTryMs, again while a retry may cure the error (a leader just elected, a broker
+// reconnecting), time is left and shutdown has not cancelled the queries. librdkafka 2.12.1
+// honours these calls' timeouts (2.0.2 did not while a leader was down: each query then ran on
+// a thread of its own that its caller abandoned). Its asynchronous ListOffsets admin call is
+// not used: in 2.12.1 its leader lookup can crash when the metadata cache changes under it
+// (seen under ThreadSanitizer in the concurrent core test).
+template <typename Result>
+absl::StatusOr<Result> QueryOffsets(
+    rd_kafka_t* rk, const std::string& topic, int32_t partition, int timeout_ms,
+    absl::string_view what,
+    const std::function<rd_kafka_resp_err_t(int timeout_ms, Result* result)>& query) {
   const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
   const uint64_t cancelled_before = cancellations.load();
   while (true) {
-    std::vector<int64_t> offsets;
+    Result result{};
     const rd_kafka_resp_err_t err =
-        ListOffsetsOnce(rk, topic, partition, specs, std::max(1, MillisLeft(deadline, timeout_ms)),
-                        cancelled_before, &offsets);
-    if (!err) return offsets;
+        query(std::max(1, std::min(kMaxTryMs, MillisLeft(deadline, timeout_ms))), &result);
+    if (!err) return result;
     absl::Status status =
         KafkaErrorToStatus(err, absl::StrCat(what, " ", topic, "[", partition, "]"));
     if (!absl::IsUnavailable(status) || cancellations.load() != cancelled_before ||
@@ -284,18 +223,25 @@ uint64_t WatermarkQueryCancellations() { return cancellations.load(); }
 
 absl::StatusOr<Watermarks> QueryWatermarks(rd_kafka_t* rk, const std::string& topic,
                                            int32_t partition, int timeout_ms) {
-  auto offsets = ListOffsets(rk, topic, partition,
-                             {RD_KAFKA_OFFSET_SPEC_EARLIEST, RD_KAFKA_OFFSET_SPEC_LATEST},
-                             timeout_ms, "querying the end of");
-  if (!offsets.ok()) return offsets.status();
-  return Watermarks{(*offsets)[0], (*offsets)[1]};
+  return QueryOffsets<Watermarks>(
+      rk, topic, partition, timeout_ms, "querying the end of", [&](int timeout, Watermarks* marks) {
+        return rd_kafka_query_watermark_offsets(rk, topic.c_str(), partition, &marks->low,
+                                                &marks->high, timeout);
+      });
 }
 
 absl::StatusOr<int64_t> OffsetForTime(rd_kafka_t* rk, const std::string& topic, int32_t partition,
                                       int64_t time_ms, int timeout_ms) {
-  auto offsets = ListOffsets(rk, topic, partition, {time_ms}, timeout_ms, "looking up a time in");
-  if (!offsets.ok()) return offsets.status();
-  return (*offsets)[0];
+  return QueryOffsets<int64_t>(
+      rk, topic, partition, timeout_ms, "looking up a time in", [&](int timeout, int64_t* offset) {
+        rd_kafka_topic_partition_list_t* list = rd_kafka_topic_partition_list_new(1);
+        rd_kafka_topic_partition_list_add(list, topic.c_str(), partition)->offset = time_ms;
+        rd_kafka_resp_err_t err = rd_kafka_offsets_for_times(rk, list, timeout);
+        if (!err) err = list->elems[0].err;
+        *offset = list->elems[0].offset;
+        rd_kafka_topic_partition_list_destroy(list);
+        return err;
+      });
 }
 
 absl::Status EnsureTopics(rd_kafka_t* rk, const std::vector<TopicSpec>& topics, int timeout_ms) {

@@ -18,17 +18,18 @@ struct Watermarks {
   int64_t low = 0;   // first offset still in Kafka
   int64_t high = 0;  // next offset to be written
 };
-// For shutdown: every watermark and time query waiting now fails (_TIMED_OUT) within 100 ms, or
-// once the metadata refresh it may be making ends (at most 1 s).
+// For shutdown: watermark and time queries under way try no more (the try under way, at most
+// 2 s, still ends).
 void CancelWatermarkQueries();
 // How many times CancelWatermarkQueries was called: work that began before a change must stop.
 uint64_t WatermarkQueryCancellations();
-// The partition's watermarks (Kafka's ListOffsets, earliest and latest), within `timeout_ms`;
-// queries that a retry may cure are retried while time is left.
+// The partition's watermarks (Kafka's ListOffsets, earliest and latest; the high one as a
+// read_committed consumer sees it), within `timeout_ms`; errors that a retry may cure are
+// retried while time is left.
 absl::StatusOr<Watermarks> QueryWatermarks(rd_kafka_t* rk, const std::string& topic,
                                            int32_t partition, int timeout_ms);
 // The first offset of the partition whose record timestamp is at or after `time_ms` (Kafka's
-// ListOffsets by time), or -1 when no record is that recent. Bounded like QueryWatermarks.
+// offsets-for-times), or -1 when no record is that recent. Bounded like QueryWatermarks.
 absl::StatusOr<int64_t> OffsetForTime(rd_kafka_t* rk, const std::string& topic, int32_t partition,
                                       int64_t time_ms, int timeout_ms);
 
