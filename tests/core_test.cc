@@ -625,17 +625,25 @@ TEST_F(Core, ManyCreationsAtOnceShareEndQueriesAndNeverStartEarly) {
   std::vector<absl::Status> failures(kCreations);
   std::vector<NamespaceState> created(kCreations);
   std::vector<std::map<Slot, int64_t>> ends_before(kCreations);
+  // The creations start together, once every thread has read its ends: started one by one as
+  // the threads come up, they can each be over before the next begins (under ThreadSanitizer).
+  std::mutex gate_mu;
+  std::condition_variable gate;
+  int at_gate = 0;
   std::vector<std::thread> creators;
   for (int i = 0; i < kCreations; ++i) {
     creators.emplace_back([&, i] {
       for (const Slot& slot : slots_) {
         auto marks = QueryWatermarks(admin_.get(), slot.topic, slot.partition, 10000);
-        if (!marks.ok()) {
-          failures[i] = marks.status();
-          return;
-        }
-        ends_before[i][slot] = marks->high;
+        if (!marks.ok()) failures[i] = marks.status();
+        if (marks.ok()) ends_before[i][slot] = marks->high;
       }
+      {
+        std::unique_lock<std::mutex> lock(gate_mu);
+        if (++at_gate == kCreations) gate.notify_all();
+        gate.wait(lock, [&] { return at_gate == kCreations; });
+      }
+      if (!failures[i].ok()) return;
       auto state = meta_->Create(
           1000 + i, [&](const Slot& slot) { return ends.Get(slot, Deadline()); }, Deadline());
       if (!state.ok()) {
