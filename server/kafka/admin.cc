@@ -212,6 +212,7 @@ absl::StatusOr<Result> QueryOffsets(
     } else {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
+    if (cancellations.load() != cancelled_before) return status;  // shut down meanwhile
   }
 }
 

@@ -164,7 +164,7 @@ TEST_F(KafkaProcessTest, RestartKeepsTableTruncationAndEntries) {
   EXPECT_EQ(listed->size(), 5u);
 }
 
-// kill -9 while a 60 MiB entry (60 records of 1 MB) is on its way to Kafka, then a restart under
+// kill -9 while a 60 MiB entry (3,840 records) is on its way to Kafka, then a restart under
 // the same --name: the torn entry is skipped, and a follow read from the start delivers the
 // entry appended after the restart within a second of its append.
 TEST_F(KafkaProcessTest, AFollowReadPassesAnEntryTornByACrashWithinASecond) {

@@ -226,6 +226,10 @@ unit_options = check_walserver_args(exec_start[1:], "systemd ExecStart")
 check(re.search(r"^User=(?!root)", unit, re.M) is not None, "systemd: non-root User")
 check("config" not in unit_options or os.path.basename(unit_options["config"]) == "walserver.conf",
       "systemd: uses deploy/walserver.conf")
+# Its install steps put the librdkafka walserver was built with where the service user's loader
+# finds it (the build's run path is in root's home).
+check(f"~/.cache/walserver/librdkafka-{librdkafka_version}/lib/librdkafka.so.1 /usr/local/lib/"
+      in unit and "ldconfig" in unit, "systemd: installs the librdkafka setup.sh built")
 
 if failures:
     print("deploy_test: FAILED\n  " + "\n  ".join(failures))
