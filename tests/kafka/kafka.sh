@@ -160,7 +160,7 @@ wait_ready() {
       return 1
     fi
     if (exec 3<>"/dev/tcp/$host/$port") 2>/dev/null; then
-      log "broker ready at $bootstrap (dir $dir)"
+      log "broker ready at $bootstrap (Kafka $kafka_version, dir $dir)"
       return 0
     fi
     sleep 0.5
