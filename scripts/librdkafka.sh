@@ -6,10 +6,10 @@
 # The source comes through cargo: scripts/librdkafka/Cargo.lock pins the crate rdkafka-sys, which
 # ships the librdkafka release tree unpatched, by version and checksum. It is built with CMake as
 # a shared library with SSL, SASL (PLAIN, SCRAM, GSSAPI through Cyrus SASL, OAUTHBEARER with
-# OIDC through curl), zstd, lz4, snappy and gzip, as Debian builds it, and installed under $WAL_CACHE (default ~/.cache/walserver)/librdkafka-VERSION, with
-# rdkafka.pc for pkg-config. A prefix whose build finished is never built again; a new version
-# gets a new prefix. Needs cargo, CMake, Ninja, a C compiler and the -dev packages setup.sh
-# installs.
+# OIDC through curl), zstd, lz4, snappy and gzip, as Debian builds it, and installed under
+# $WAL_CACHE (default ~/.cache/walserver)/librdkafka-VERSION, with rdkafka.pc for pkg-config. A
+# prefix whose build finished is never built again; a new version gets a new prefix. Needs
+# cargo, CMake, Ninja, a C compiler and the -dev packages setup.sh installs.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
