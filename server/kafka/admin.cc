@@ -172,16 +172,6 @@ bool StaleLeader(rd_kafka_resp_err_t err) {
          err == RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE;
 }
 
-// Asks a broker for `topic`'s metadata, which updates the client's cache (leaders, epochs).
-void RefreshMetadata(rd_kafka_t* rk, const std::string& topic, int timeout_ms) {
-  rd_kafka_topic_t* rkt = rd_kafka_topic_new(rk, topic.c_str(), nullptr);
-  const rd_kafka_metadata_t* md = nullptr;
-  if (rd_kafka_metadata(rk, 0, rkt, &md, timeout_ms) == RD_KAFKA_RESP_ERR_NO_ERROR) {
-    rd_kafka_metadata_destroy(md);
-  }
-  rd_kafka_topic_destroy(rkt);
-}
-
 // Runs `query` (a librdkafka call given a timeout) on the caller's thread in tries of at most
 // kMaxTryMs, again while a retry may cure the error (a leader just elected, a broker
 // reconnecting), time is left and shutdown has not cancelled the queries. librdkafka 2.12.1
@@ -208,7 +198,9 @@ absl::StatusOr<Result> QueryOffsets(
       return status;
     }
     if (StaleLeader(err)) {
-      RefreshMetadata(rk, topic, std::min(1000, std::max(1, MillisLeft(deadline, timeout_ms))));
+      // Any metadata answer updates the client's cache (leaders, epochs); the shape is not needed.
+      (void)DescribeTopicShape(rk, topic,
+                               std::min(1000, std::max(1, MillisLeft(deadline, timeout_ms))));
     } else {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
