@@ -33,8 +33,12 @@ class LoadSettingsTest : public ::testing::Test {
     envp.push_back(nullptr);
     return LoadSettings(static_cast<int>(argv.size()), argv.data(), envp.data());
   }
+  // One file per test: ctest runs the tests of this suite in parallel processes that share
+  // TempDir(), and a shared name let one test read the other's file.
   std::string WriteFile(const std::string& text) {
-    const std::string path = ::testing::TempDir() + "/config_test.conf";
+    const std::string path = ::testing::TempDir() + "/" +
+                             ::testing::UnitTest::GetInstance()->current_test_info()->name() +
+                             ".conf";
     std::ofstream(path) << text;
     return path;
   }
@@ -83,7 +87,7 @@ TEST_F(LoadSettingsTest, BadInputNamesItsSource) {
   EXPECT_TRUE(absl::StrContains(error({"stray"}), "unexpected argument 'stray'"));
   EXPECT_TRUE(absl::StrContains(error({"--config=/no/such/file"}), "cannot read config file"));
   const std::string bad = WriteFile("config_test_count = 2\nno equals sign here\n");
-  EXPECT_TRUE(absl::StrContains(error({"--config=" + bad}), "config_test.conf:2"));
+  EXPECT_TRUE(absl::StrContains(error({"--config=" + bad}), "BadInputNamesItsSource.conf:2"));
   const std::string no_name = WriteFile(" = 3\n");
   EXPECT_TRUE(absl::StrContains(error({"--config=" + no_name}), "no name before '='"));
   EXPECT_TRUE(absl::StrContains(error({}, {"WALSERVER_CONFIG_TEST_COUNTT=3"}),
