@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Reproduces BENCHMARKS.md: installs what is missing, builds (Release), starts a real Kafka
-# broker, runs every walbench mode, writes bench/results/walbench.csv and the latency plot, and
-# stops Kafka. Extra arguments go to walbench (e.g. --seconds=10).
+# broker, runs every walbench mode (walserver against direct librdkafka), then walpeer (bench/peer:
+# walserver through the Rust walclient against rskafka, direct and behind a merging worker) on the
+# same broker, writes bench/results/walbench.csv, walpeer.csv and the latency plot, and stops
+# Kafka. Extra arguments go to walbench (e.g. --seconds=10), WALPEER_ARGS to walpeer (e.g.
+# "--payload=timeseries --compression=lz4"); WALBENCH=false or WALPEER=false skips one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh --test
@@ -10,13 +13,24 @@ dpkg-query -W -f='${Status}' python3-matplotlib 2>/dev/null | grep -q "install o
 BUILD_DIR=${BUILD_DIR:-build-release} CMAKE_ARGS=-DCMAKE_BUILD_TYPE=Release \
   ./scripts/build.sh walserver walbench
 build=${BUILD_DIR:-build-release}
+export PATH="$HOME/.cargo/bin:$PATH"
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/walserver/rust-target}  # as test.sh
+(cd bench/peer && cargo build --offline --locked --release)
+peer=$CARGO_TARGET_DIR/release/walpeer
 
 source tests/kafka/temporary_broker.sh
 start_temporary_broker
 
 mkdir -p bench/results
-"$build/bench/walbench" --brokers="$KAFKA_BOOTSTRAP" --kafka_data_dir="$temporary_broker_dir/data" \
-  --walserver="$build/server/walserver" --csv=bench/results/walbench.csv "$@" |
-  tee bench/results/walbench.txt
-/usr/bin/python3 bench/plot_latency.py bench/results/walbench.csv bench/results/latency.png
+if [[ "${WALBENCH:-}" != false ]]; then
+  "$build/bench/walbench" --brokers="$KAFKA_BOOTSTRAP" --kafka_data_dir="$temporary_broker_dir/data" \
+    --walserver="$build/server/walserver" --csv=bench/results/walbench.csv "$@" |
+    tee bench/results/walbench.txt
+  /usr/bin/python3 bench/plot_latency.py bench/results/walbench.csv bench/results/latency.png
+fi
+if [[ "${WALPEER:-}" != false ]]; then
+  # shellcheck disable=SC2086  # WALPEER_ARGS is a list of flags
+  "$peer" --brokers="$KAFKA_BOOTSTRAP" --walserver="$build/server/walserver" \
+    --csv=bench/results/walpeer.csv ${WALPEER_ARGS:-} | tee bench/results/walpeer.txt
+fi
 echo "bench.sh: results in bench/results/"

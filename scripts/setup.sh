@@ -41,8 +41,8 @@ fi
 # resolves need it), and with rustfmt and clippy it builds the Rust client (client/rust, tonic
 # 0.14) for the tests: the machine's rustup toolchain (~/.cargo/bin, first on PATH), or Debian's
 # packages where they are new enough (Debian 12's 1.63 is not, and is not installed). The
-# client's crates are fetched once, as its Cargo.lock pins them, into ~/.cargo/registry; test.sh
-# then builds offline.
+# client's crates and walpeer's (bench/peer) are fetched once, as their Cargo.lock files pin
+# them, into ~/.cargo/registry; test.sh then builds offline.
 export PATH="$HOME/.cargo/bin:$PATH"
 at_least_1_85() { [[ "$(printf '%s\n1.85.0\n' "$1" | sort -V | head -n1)" == "1.85.0" ]]; }
 rust_ok() {
@@ -69,8 +69,10 @@ if ! rust_ok "${1:-}"; then
   exit 1
 fi
 if [[ "${1:-}" == "--test" ]]; then
-  crate="$(dirname "$0")/../client/rust"
-  (cd "$crate" && { cargo fetch --locked --offline >/dev/null 2>&1 || cargo fetch --locked; })
+  for crate in client/rust bench/peer; do
+    (cd "$(dirname "$0")/../$crate" &&
+      { cargo fetch --locked --offline >/dev/null 2>&1 || cargo fetch --locked; })
+  done
 fi
 
 "$(dirname "$0")/librdkafka.sh" >/dev/null

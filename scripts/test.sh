@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole suite: installs what is missing (Java and Maven artifacts for Kafka, the Rust
 # client's crates), checks formatting, builds, starts a real Kafka broker, runs every test through
-# ctest but the fault tests, runs the Rust client's cargo tests against walserver on that broker,
+# ctest but the fault tests, runs the Rust client's cargo tests against walserver on that broker
+# and a smoke run of walpeer (bench/peer),
 # runs the contract suite and the Rust client's tests again on the other Kafka versions, runs the
 # unit and integration tests again built with AddressSanitizer and
 # UndefinedBehaviorSanitizer and again with ThreadSanitizer, then starts a 3-node Kafka cluster
@@ -52,6 +53,11 @@ walserver_binary=$(realpath "${BUILD_DIR:-build}/server/walserver")
 (cd client/rust && WALSERVER=$walserver_binary cargo test --offline --locked -- --test-threads=2)
 if ! $quick; then
   (cd client/rust && cargo clippy --offline --locked --all-targets -- -D warnings)
+  echo "== walpeer (bench/peer, the path walserver replaces): checks, build, smoke run on the same Kafka"
+  (cd bench/peer && cargo fmt --check && cargo clippy --offline --locked --release -- -D warnings &&
+    cargo build --offline --locked --release)
+  WALPEER=$CARGO_TARGET_DIR/release/walpeer WALSERVER=$walserver_binary \
+    WALCTL=$(realpath "${BUILD_DIR:-build}/client/walctl") tests/scripts/walpeer_smoke_test.sh
 fi
 if $quick; then
   echo "== quick run passed (the whole suite adds the Kafka versions, sanitizer builds, fault tests and fuzzers)"

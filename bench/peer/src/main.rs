@@ -1,0 +1,485 @@
+//! walpeer: walserver against the path it replaces, on the same broker in the same run.
+//!
+//! The datanodes walserver is built for write their WAL to Kafka in-process through rskafka,
+//! behind a worker that merges the requests for one topic into one produce call. walpeer drives
+//! the same load through three paths, alternating them round by round, and reports the median of
+//! `--runs` rounds and walserver's ratio to each:
+//!   rskafka         one produce call per append call
+//!   rskafka+worker  the datanode's path: calls merged per topic, one produce in flight per topic
+//!   walserver       walserver (started here) through the Rust walclient
+//! Region r writes to topic r % `--topics` (one partition each) on the rskafka paths, and to
+//! namespace r through walserver.
+//!
+//! Modes:
+//!   batched  `--callers` closed-loop callers, `--batch` entries per call
+//!   single   `--single_callers` closed-loop callers, one entry per call
+//!   latency  open loop at `--latency_load` times walserver's single-entry rate (measured first
+//!            in the same run), one entry per call: p50, p99, max, calls over 20 ms
+//!   replay   `--replay_mib` MiB of one region read back: walclient `Read` of one namespace
+//!            against an rskafka fetch loop over a topic holding the same entries
+//! CPU is per process (the peer, plus walserver on its path), in seconds per GB appended.
+
+mod measure;
+mod sinks;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use measure::{median, payloads, process_cpu_seconds, Percentiles, Walserver};
+use rskafka::client::partition::{Compression, OffsetAt, PartitionClient};
+use rskafka::client::ClientBuilder;
+use sinks::{merging_workers, partition_clients, PathKind, Sink};
+use tokio::task::JoinSet;
+use walclient::{Bytes, Client as WalClient, ClientOptions, ReadOptions};
+
+const REPLAY_NAMESPACE: u64 = 1_000_000;
+
+struct Args {
+    brokers: String,
+    walserver: String,
+    modes: Vec<String>,
+    seconds: f64,
+    runs: usize,
+    entry_bytes: usize,
+    batch: usize,
+    callers: usize,
+    single_callers: usize,
+    time_series: bool,
+    compression: String,
+    replay_mib: usize,
+    latency_load: f64,
+    topics: usize,
+    fetch_bytes: i32,
+    csv: Option<String>,
+    walserver_args: Vec<String>,
+}
+
+const USAGE: &str =
+    "walpeer --brokers=HOST:PORT --walserver=PATH [--modes=batched,single,latency,replay]
+  [--seconds=5] [--runs=3] [--entry_bytes=1024] [--batch=64] [--callers=4] [--single_callers=64]
+  [--payload=random|timeseries] [--compression=none|lz4] [--replay_mib=64] [--latency_load=0.5]
+  [--topics=16] [--fetch_bytes=8388608] [--csv=FILE] [--walserver_args=--a=1,--b=2] [--smoke]";
+
+fn parse_args() -> Result<Args, String> {
+    let mut a = Args {
+        brokers: String::new(),
+        walserver: String::new(),
+        modes: ["batched", "single", "latency", "replay"].map(String::from).to_vec(),
+        seconds: 5.0,
+        runs: 3,
+        entry_bytes: 1024,
+        batch: 64,
+        callers: 4,
+        single_callers: 64,
+        time_series: false,
+        compression: "none".into(),
+        replay_mib: 64,
+        latency_load: 0.5,
+        topics: 16,
+        fetch_bytes: 8 << 20,
+        csv: None,
+        walserver_args: Vec::new(),
+    };
+    for arg in std::env::args().skip(1) {
+        if arg == "--smoke" {
+            // Tiny sizes, one round: proves the peer works, measures nothing.
+            (a.seconds, a.runs, a.replay_mib, a.single_callers) = (0.5, 1, 2, 8);
+            continue;
+        }
+        let (name, value) = arg
+            .strip_prefix("--")
+            .and_then(|s| s.split_once('='))
+            .ok_or_else(|| format!("unexpected argument '{arg}'\n{USAGE}"))?;
+        let number = |v: &str| v.parse::<f64>().map_err(|_| format!("--{name}: not a number"));
+        match name {
+            "brokers" => a.brokers = value.into(),
+            "walserver" => a.walserver = value.into(),
+            "modes" => a.modes = value.split(',').map(String::from).collect(),
+            "seconds" => a.seconds = number(value)?,
+            "runs" => a.runs = number(value)? as usize,
+            "entry_bytes" => a.entry_bytes = number(value)? as usize,
+            "batch" => a.batch = number(value)? as usize,
+            "callers" => a.callers = number(value)? as usize,
+            "single_callers" => a.single_callers = number(value)? as usize,
+            "payload" => a.time_series = value == "timeseries",
+            "compression" => a.compression = value.into(),
+            "replay_mib" => a.replay_mib = number(value)? as usize,
+            "latency_load" => a.latency_load = number(value)?,
+            "topics" => a.topics = number(value)? as usize,
+            "fetch_bytes" => a.fetch_bytes = number(value)? as i32,
+            "csv" => a.csv = Some(value.into()),
+            "walserver_args" => a.walserver_args = value.split(',').map(String::from).collect(),
+            _ => return Err(format!("unknown flag --{name}\n{USAGE}")),
+        }
+    }
+    if a.brokers.is_empty() || a.walserver.is_empty() {
+        return Err(format!("--brokers and --walserver are required\n{USAGE}"));
+    }
+    if a.runs == 0 || a.callers == 0 || a.single_callers == 0 || a.batch == 0 || a.topics == 0 {
+        return Err("--runs, --callers, --single_callers, --batch and --topics must be >= 1".into());
+    }
+    if !["none", "lz4"].contains(&a.compression.as_str()) {
+        return Err("--compression: none or lz4".into());
+    }
+    Ok(a)
+}
+
+/// Everything a round needs: the three sinks, and the pids whose CPU each path costs.
+struct Bench {
+    args: Args,
+    sinks: Vec<(PathKind, Arc<Sink>)>,
+    wal: WalClient,
+    walserver: Walserver,
+    replay_partition: Arc<PartitionClient>,
+    entries: Vec<Bytes>,
+    csv: Vec<String>,
+}
+
+#[tokio::main]
+async fn main() {
+    let args = match parse_args() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("walpeer: {e}");
+            std::process::exit(2);
+        }
+    };
+    if let Err(e) = run(args).await {
+        eprintln!("walpeer: {e}");
+        std::process::exit(1);
+    }
+}
+
+async fn run(args: Args) -> Result<(), String> {
+    let compression = match args.compression.as_str() {
+        "lz4" => Compression::Lz4,
+        _ => Compression::NoCompression,
+    };
+    let prefix = format!("walpeer{}", std::process::id());
+    let kafka = ClientBuilder::new(vec![args.brokers.clone()])
+        .build()
+        .await
+        .map_err(|e| format!("rskafka cannot reach {}: {e}", args.brokers))?;
+    let controller = kafka.controller_client().map_err(|e| e.to_string())?;
+    let mut topics: Vec<String> = (0..args.topics).map(|t| format!("{prefix}_{t}")).collect();
+    topics.push(format!("{prefix}_replay"));
+    for topic in &topics {
+        controller
+            .create_topic(topic.clone(), 1, 1, 10_000)
+            .await
+            .map_err(|e| format!("rskafka cannot create {topic}: {e}"))?;
+    }
+    let mut partitions = partition_clients(&kafka, &topics).await?;
+    let replay_partition = partitions.pop().expect("the replay topic");
+
+    let walserver = Walserver::start(
+        &args.walserver,
+        &args.brokers,
+        &format!("{prefix}_wal"),
+        &args.compression,
+        &args.walserver_args,
+    )?;
+    let mut options = ClientOptions::new(walserver.address.clone());
+    options.timeout = Duration::from_secs(60);
+    let wal = WalClient::connect(options).await.map_err(|s| format!("walclient: {s}"))?;
+    let regions = args.callers.max(args.single_callers);
+    let namespaces: Vec<u64> = (1..=regions as u64).collect();
+    for &ns in namespaces.iter().chain(std::iter::once(&REPLAY_NAMESPACE)) {
+        wal.create_namespace(ns).await.map_err(|s| format!("create namespace {ns}: {s}"))?;
+    }
+
+    let sinks = vec![
+        (PathKind::Direct, Arc::new(Sink::Direct { partitions: partitions.clone(), compression })),
+        (
+            PathKind::Merged,
+            Arc::new(Sink::Merged { workers: merging_workers(&partitions, compression) }),
+        ),
+        (PathKind::Walserver, Arc::new(Sink::Walserver { client: wal.clone(), namespaces })),
+    ];
+    let entries = payloads(args.batch.max(256), args.entry_bytes, args.time_series);
+    println!(
+        "walpeer: {} B {} entries, compression {}, {} round(s) of {} s, walserver at {}",
+        args.entry_bytes,
+        if args.time_series { "time-series" } else { "random" },
+        args.compression,
+        args.runs,
+        args.seconds,
+        walserver.address
+    );
+    let mut bench =
+        Bench { args, sinks, wal, walserver, replay_partition, entries, csv: Vec::new() };
+    let modes = bench.args.modes.clone();
+    let mut single_walserver_rate = None;
+    for mode in &modes {
+        match mode.as_str() {
+            "batched" => {
+                let (callers, batch) = (bench.args.callers, bench.args.batch);
+                bench.closed_loop("batched", callers, batch).await?;
+            }
+            "single" => {
+                let callers = bench.args.single_callers;
+                single_walserver_rate = Some(bench.closed_loop("single", callers, 1).await?);
+            }
+            "latency" => {
+                let max = match single_walserver_rate {
+                    Some(rate) => rate,
+                    None => {
+                        let callers = bench.args.single_callers;
+                        bench.closed_loop("single", callers, 1).await?
+                    }
+                };
+                bench.latency(max * bench.args.latency_load).await?;
+            }
+            "replay" => bench.replay().await?,
+            other => return Err(format!("unknown mode '{other}'")),
+        }
+    }
+    if let Some(path) = &bench.args.csv {
+        let mut text = "mode,path,payload,compression,round,value,unit,cpu_s_per_gb\n".to_string();
+        for row in &bench.csv {
+            text.push_str(row);
+            text.push('\n');
+        }
+        std::fs::write(path, text).map_err(|e| format!("{path}: {e}"))?;
+    }
+    Ok(())
+}
+
+impl Bench {
+    fn pids(&self, path: PathKind) -> Vec<u32> {
+        let mut pids = vec![std::process::id()];
+        if path == PathKind::Walserver {
+            pids.push(self.walserver.pid());
+        }
+        pids
+    }
+
+    fn cpu(&self, path: PathKind) -> f64 {
+        self.pids(path).into_iter().map(process_cpu_seconds).sum()
+    }
+
+    fn record(
+        &mut self,
+        mode: &str,
+        path: PathKind,
+        round: usize,
+        value: f64,
+        unit: &str,
+        cpu: f64,
+    ) {
+        self.csv.push(format!(
+            "{mode},{},{},{},{round},{value:.1},{unit},{cpu:.2}",
+            path.name(),
+            if self.args.time_series { "timeseries" } else { "random" },
+            self.args.compression
+        ));
+    }
+
+    /// `callers` callers appending `batch` entries per call for `--seconds`, each path in turn,
+    /// `--runs` rounds. Returns walserver's median entries/s.
+    async fn closed_loop(
+        &mut self,
+        mode: &str,
+        callers: usize,
+        batch: usize,
+    ) -> Result<f64, String> {
+        let mut rates = vec![Vec::new(); self.sinks.len()];
+        let mut cpus = vec![Vec::new(); self.sinks.len()];
+        for round in 0..self.args.runs {
+            for i in 0..self.sinks.len() {
+                let (path, sink) = (self.sinks[i].0, Arc::clone(&self.sinks[i].1));
+                let cpu0 = self.cpu(path);
+                let started = Instant::now();
+                let stop = started + Duration::from_secs_f64(self.args.seconds);
+                let mut tasks = JoinSet::new();
+                for region in 0..callers {
+                    let sink = Arc::clone(&sink);
+                    let entries: Vec<Bytes> = (0..batch)
+                        .map(|k| self.entries[(region + k) % self.entries.len()].clone())
+                        .collect();
+                    tasks.spawn(async move {
+                        let mut appended = 0usize;
+                        while Instant::now() < stop {
+                            sink.append(region, &entries).await?;
+                            appended += entries.len();
+                        }
+                        Ok::<usize, String>(appended)
+                    });
+                }
+                let mut appended = 0;
+                while let Some(done) = tasks.join_next().await {
+                    appended += done.map_err(|e| e.to_string())??;
+                }
+                let seconds = started.elapsed().as_secs_f64();
+                let gb = (appended * self.args.entry_bytes) as f64 / 1e9;
+                let cpu_per_gb = (self.cpu(path) - cpu0) / gb;
+                let rate = appended as f64 / seconds;
+                self.record(mode, path, round, rate, "entries/s", cpu_per_gb);
+                rates[i].push(rate);
+                cpus[i].push(cpu_per_gb);
+            }
+        }
+        println!("\n{mode}: {callers} callers, {batch} entries per call");
+        self.report(&rates, &cpus, "entries/s");
+        Ok(median(&rates[self.sinks.len() - 1]))
+    }
+
+    fn report(&self, values: &[Vec<f64>], cpus: &[Vec<f64>], unit: &str) {
+        let wal = median(values.last().expect("walserver's row"));
+        println!(
+            "  {:<16} {:>34} {:>12} {:>10} {:>12}",
+            "path", unit, "median", "cpu s/GB", "walserver/it"
+        );
+        for (i, (path, _)) in self.sinks.iter().enumerate() {
+            let rounds: Vec<String> = values[i].iter().map(|v| format!("{v:.0}")).collect();
+            let m = median(&values[i]);
+            println!(
+                "  {:<16} {:>34} {:>12.0} {:>10.2} {:>12.2}",
+                path.name(),
+                rounds.join(" / "),
+                m,
+                median(&cpus[i]),
+                wal / m
+            );
+        }
+    }
+
+    /// Open loop: one entry every 1/rate s whatever the answers, spread over the regions; a
+    /// call's latency counts from when it was due, so a stall is not hidden by the calls it held
+    /// back.
+    async fn latency(&mut self, rate: f64) -> Result<(), String> {
+        println!("\nlatency: open loop at {rate:.0} entries/s, one entry per call");
+        println!(
+            "  {:<16} {:>8} {:>8} {:>8} {:>9} {:>12}",
+            "path", "round", "p50 ms", "p99 ms", "max ms", "over 20 ms"
+        );
+        let regions = self.args.single_callers;
+        for round in 0..self.args.runs {
+            for i in 0..self.sinks.len() {
+                let (path, sink) = (self.sinks[i].0, Arc::clone(&self.sinks[i].1));
+                let cpu0 = self.cpu(path);
+                let started = tokio::time::Instant::now();
+                let calls = (rate * self.args.seconds) as usize;
+                let mut tasks = JoinSet::new();
+                for k in 0..calls {
+                    let due = started + Duration::from_secs_f64(k as f64 / rate);
+                    tokio::time::sleep_until(due).await;
+                    let sink = Arc::clone(&sink);
+                    let entry = [self.entries[k % self.entries.len()].clone()];
+                    tasks.spawn(async move {
+                        sink.append(k % regions, &entry).await?;
+                        Ok::<f64, String>(due.elapsed().as_secs_f64() * 1e3)
+                    });
+                }
+                let mut ms = Vec::with_capacity(calls);
+                while let Some(done) = tasks.join_next().await {
+                    ms.push(done.map_err(|e| e.to_string())??);
+                }
+                let gb = (calls * self.args.entry_bytes) as f64 / 1e9;
+                let cpu_per_gb = (self.cpu(path) - cpu0) / gb;
+                let p = Percentiles::new(ms);
+                println!(
+                    "  {:<16} {:>8} {:>8.2} {:>8.2} {:>9.1} {:>12}",
+                    path.name(),
+                    round + 1,
+                    p.at(0.5),
+                    p.at(0.99),
+                    p.max(),
+                    p.count_over(20.0)
+                );
+                self.record("latency-p50", path, round, p.at(0.5), "ms", cpu_per_gb);
+                self.record("latency-p99", path, round, p.at(0.99), "ms", cpu_per_gb);
+                self.record("latency-max", path, round, p.max(), "ms", cpu_per_gb);
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes `--replay_mib` MiB once into walserver's replay namespace and into the replay
+    /// topic, then reads each back, alternating.
+    async fn replay(&mut self) -> Result<(), String> {
+        let count = (self.args.replay_mib << 20) / self.args.entry_bytes;
+        let expected = (count * self.args.entry_bytes) as u64;
+        let wal = Sink::Walserver { client: self.wal.clone(), namespaces: vec![REPLAY_NAMESPACE] };
+        let direct = Sink::Direct {
+            partitions: vec![Arc::clone(&self.replay_partition)],
+            compression: match self.args.compression.as_str() {
+                "lz4" => Compression::Lz4,
+                _ => Compression::NoCompression,
+            },
+        };
+        for sink in [&wal, &direct] {
+            let mut written = 0;
+            while written < count {
+                let n = (count - written).min(256);
+                let chunk: Vec<Bytes> = (0..n)
+                    .map(|k| self.entries[(written + k) % self.entries.len()].clone())
+                    .collect();
+                sink.append(0, &chunk).await?;
+                written += n;
+            }
+        }
+        let mut rates = [Vec::new(), Vec::new()];
+        for round in 0..self.args.runs {
+            // walserver: one Read of the namespace, as a region opening replays it.
+            let cpu0 = self.cpu(PathKind::Walserver);
+            let started = Instant::now();
+            let mut read = ReadOptions::new(REPLAY_NAMESPACE);
+            read.timeout = Some(Duration::from_secs(600));
+            let mut stream = self.wal.read(read);
+            let mut bytes = 0u64;
+            while let Some(entry) = stream.next().await {
+                bytes += entry.map_err(|s| format!("walserver read: {s}"))?.data.len() as u64;
+            }
+            let wal_rate = self.replayed(bytes, expected, started)?;
+            let cpu = (self.cpu(PathKind::Walserver) - cpu0) / (bytes as f64 / 1e9);
+            self.record("replay", PathKind::Walserver, round, wal_rate, "MiB/s", cpu);
+
+            // rskafka: fetch from the first offset to the high watermark seen at the start.
+            let cpu0 = self.cpu(PathKind::Direct);
+            let started = Instant::now();
+            let partition = &self.replay_partition;
+            let end = partition.get_offset(OffsetAt::Latest).await.map_err(|e| e.to_string())?;
+            let mut offset =
+                partition.get_offset(OffsetAt::Earliest).await.map_err(|e| e.to_string())?;
+            let mut bytes = 0u64;
+            while offset < end {
+                let (records, _) = partition
+                    .fetch_records(offset, 1..self.args.fetch_bytes, 500)
+                    .await
+                    .map_err(|e| format!("rskafka fetch: {e}"))?;
+                for r in records {
+                    bytes += r.record.value.map_or(0, |v| v.len()) as u64;
+                    offset = r.offset + 1;
+                }
+            }
+            let direct_rate = self.replayed(bytes, expected, started)?;
+            let cpu = (self.cpu(PathKind::Direct) - cpu0) / (bytes as f64 / 1e9);
+            self.record("replay", PathKind::Direct, round, direct_rate, "MiB/s", cpu);
+            rates[0].push(direct_rate);
+            rates[1].push(wal_rate);
+        }
+        println!("\nreplay: {} MiB of one region", self.args.replay_mib);
+        println!("  {:<16} {:>34} {:>12} {:>12}", "path", "MiB/s", "median", "walserver/it");
+        let wal = median(&rates[1]);
+        for (name, values) in [("rskafka fetch", &rates[0]), ("walserver Read", &rates[1])] {
+            let rounds: Vec<String> = values.iter().map(|v| format!("{v:.0}")).collect();
+            println!(
+                "  {:<16} {:>34} {:>12.0} {:>12.2}",
+                name,
+                rounds.join(" / "),
+                median(values),
+                wal / median(values)
+            );
+        }
+        Ok(())
+    }
+
+    fn replayed(&self, bytes: u64, expected: u64, started: Instant) -> Result<f64, String> {
+        if bytes != expected {
+            return Err(format!("replay read {bytes} bytes, wrote {expected}"));
+        }
+        Ok(bytes as f64 / (1 << 20) as f64 / started.elapsed().as_secs_f64())
+    }
+}

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# walpeer (bench/peer) in its smoke mode against the real Kafka broker: every mode runs every
+# path (rskafka direct, rskafka behind the merging worker, walserver through the Rust walclient)
+# and reports a figure. walpeer itself fails on any failed call or a replay that read back other
+# bytes than it wrote. This proves the peer works; it asserts no speed.
+source "$(dirname "$0")/lib.sh"
+require_kafka
+: "${WALPEER:?path of walpeer}"
+"$WALPEER" --brokers="$WAL_TEST_BROKERS" --walserver="$WALSERVER" --smoke --csv="$work/peer.csv" ||
+  fail "walpeer failed"
+python3 - "$work/peer.csv" <<'PY' || fail "walpeer rows missing or without figures"
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+want = {(m, p) for m in ("batched", "single", "latency-p99")
+        for p in ("rskafka", "rskafka+worker", "walserver")}
+want |= {("replay", "rskafka"), ("replay", "walserver")}
+have = {(r["mode"], r["path"]) for r in rows if float(r["value"]) > 0}
+missing = want - have
+print("missing:", sorted(missing)) if missing else None
+sys.exit(1 if missing else 0)
+PY
+echo "walpeer_smoke_test: all checks passed"
