@@ -545,7 +545,7 @@ fn channel(options: &ClientOptions) -> Result<Channel, Status> {
         }
         let path = PathBuf::from(path);
         // The URI is not used to connect: the connector below dials the socket.
-        let endpoint = Endpoint::from_static("http://walserver.local");
+        let endpoint = with_windows(Endpoint::from_static("http://walserver.local"));
         let connector = tower::service_fn(move |_: Uri| {
             let path = path.clone();
             async move {
@@ -563,7 +563,7 @@ fn channel(options: &ClientOptions) -> Result<Channel, Status> {
     if tls && uri.starts_with("http://") {
         return Err(Status::invalid_argument("tls_ca_file given for an http:// target"));
     }
-    let mut endpoint = Endpoint::from_shared(uri).map_err(|e| bad_target(&e))?;
+    let mut endpoint = with_windows(Endpoint::from_shared(uri).map_err(|e| bad_target(&e))?);
     if tls {
         let Some(ca_file) = &options.tls_ca_file else {
             return Err(Status::invalid_argument("an https:// target needs tls_ca_file"));
@@ -587,6 +587,13 @@ fn channel(options: &ClientOptions) -> Result<Channel, Status> {
         return Err(Status::invalid_argument("a client certificate needs tls_ca_file too"));
     }
     Ok(endpoint.connect_lazy())
+}
+
+/// HTTP/2 flow-control windows large enough for a replay: with h2's default of 64 KiB a read
+/// stream stalls every 64 KiB until this side's window update reaches walserver, which held
+/// replays through this client to a third of what Kafka serves (BENCHMARKS.md, walpeer).
+fn with_windows(endpoint: Endpoint) -> Endpoint {
+    endpoint.initial_stream_window_size(8 << 20).initial_connection_window_size(16 << 20)
 }
 
 #[cfg(test)]
