@@ -263,7 +263,8 @@ class DirectProducer {
  public:
   DirectProducer() {
     wal::KafkaProperties props{{"bootstrap.servers", absl::GetFlag(FLAGS_brokers)},
-                               {"linger.ms", "1"},
+                               {"linger.ms", "0"},
+                               {"socket.nagle.disable", "true"},
                                {"message.max.bytes", "1064576"}};
     producer_ = std::move(*wal::Producer::Create(props, "walbench-direct"));
   }
@@ -639,6 +640,7 @@ struct Bench {
   double RawScan(const std::string& topic, int partition, int64_t start, int64_t end,
                  uint64_t* bytes) {
     wal::KafkaProperties props{{"bootstrap.servers", absl::GetFlag(FLAGS_brokers)},
+                               {"socket.nagle.disable", "true"},
                                {"fetch.message.max.bytes", "1064576"}};
     auto consumer = std::move(*wal::Consumer::Create(props, "walbench-scan"));
     const auto t0 = Clock::now();

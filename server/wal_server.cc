@@ -182,8 +182,12 @@ absl::Status WalServer::ConnectKafka(const ServerOptions& o) {
   max_entry_bytes_ = o.max_entry_bytes != 0 ? o.max_entry_bytes : (mock_ ? 4 * kMiB : 64 * kMiB);
   // A Kafka batch must hold one whole record with room to spare.
   kafka_batch_bytes_ = std::to_string(o.max_record_bytes + 64 * 1024);
+  // Nagle off: a produce or fetch request is sent whole at once, and with Nagle on a small one
+  // could wait for the broker's delayed acknowledgement of the previous one (BENCHMARKS.md,
+  // "librdkafka settings").
   kafka_ = WithUserProperties({{"bootstrap.servers", brokers},
                                {"reconnect.backoff.max.ms", "1000"},
+                               {"socket.nagle.disable", "true"},
                                {"message.max.bytes", kafka_batch_bytes_}},
                               o);
   auto admin = NewKafkaClient(RD_KAFKA_PRODUCER, kafka_);
@@ -294,7 +298,10 @@ absl::Status WalServer::StartWriterAndReader(const ServerOptions& o) {
     writer_options.topics.push_back(absl::StrCat(o.topic_prefix, "_", t));
   }
   KafkaProperties writer_kafka = kafka_;
-  writer_kafka["linger.ms"] = "1";
+  // No linger: records produced while a request is in flight still go out together in the
+  // next one, and a caller alone does not wait 1 ms for company (BENCHMARKS.md, "librdkafka
+  // settings": +50% batched appends).
+  writer_kafka["linger.ms"] = "0";
   // Feeds the broker and traffic metrics.
   writer_kafka["statistics.interval.ms"] = "5000";
   // Batches are compressed by the producer and kept so by the brokers (the topics' default

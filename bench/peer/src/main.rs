@@ -235,6 +235,17 @@ async fn run(args: Args) -> Result<(), String> {
             other => return Err(format!("unknown mode '{other}'")),
         }
     }
+    // A benchmark writes many GB: leave none of it behind on the broker.
+    drop(bench.sinks);
+    drop(bench.walserver);
+    for topic in kafka.list_topics().await.map_err(|e| format!("rskafka list topics: {e}"))? {
+        if topic.name.starts_with(&prefix) {
+            controller
+                .delete_topic(topic.name.clone(), 10_000)
+                .await
+                .map_err(|e| format!("rskafka cannot delete {}: {e}", topic.name))?;
+        }
+    }
     if let Some(path) = &bench.args.csv {
         let mut text = "mode,path,payload,compression,round,value,unit,cpu_s_per_gb\n".to_string();
         for row in &bench.csv {
