@@ -152,7 +152,8 @@ ReadMember::Step ReadMember::DeliverNext(const std::function<void()>& rejoin,
     v1::ReadResponse batch = std::move(queue_.front().first);
     queue_bytes_ -= queue_.front().second;
     queue_.pop_front();
-    cv_.notify_all();  // a private scan may wait for room (WaitForRoom)
+    last_pull_ = Clock::now().time_since_epoch().count();
+    cv_.notify_all();  // a scan may wait for room (WaitForRoom)
     lock.unlock();
     const bool sent = DropTruncated(&batch) || sink_->Send(std::move(batch));
     if (sent) return Step::kProgress;

@@ -1,9 +1,10 @@
 // One read, as a member of slot scans (slot_scan.h). A scan thread feeds it the records of its
 // slot (OnRecord) and tells it where the scan stands when nothing is coming (OnIdle); the member
 // filters by key, reassembles entries and queues batches. The read's own thread (Deliver) sends
-// the batches to the client. A shared scan never waits on a client: a member whose queue is over
-// read_queue_bytes is detached (Detach), and its read thread, once the queue drained, starts a
-// scan of its own from resume_at(); that one waits up to a second for room before detaching.
+// the batches to the client. A shared scan never waits on a stalled client: a member whose queue
+// is over read_queue_bytes and whose client took nothing for kPullingWindow is detached (Detach),
+// and its read thread, once the queue drained, starts a scan of its own from resume_at(); that
+// one waits up to a second for room before detaching. A client that keeps pulling is waited for.
 //
 // Threads. The assembler, the batch being filled and the offsets belong to one scan thread at a
 // time: the one whose scan holds the member. The member moves between scans only through a
@@ -82,6 +83,12 @@ class ReadMember {
   bool done() const { return done_; }
   // The queue is over its bound: the scan should detach this member (scan thread).
   bool over_limit() const { return over_limit_; }
+  // The read's client took a batch within kPullingWindow (or the read began within it): a
+  // client that keeps pulling, however slowly, as opposed to a stalled one.
+  bool pulling() const {
+    return Clock::now() - Clock::time_point(Clock::duration(last_pull_.load())) <
+           kPullingWindow;
+  }
 
   // A record of the slot at `offset` (scan thread).
   void OnRecord(int64_t offset, uint64_t key, std::string_view value);
@@ -100,8 +107,9 @@ class ReadMember {
   void AddGap(int64_t from, int64_t to, v1::Gap::Reason reason, std::string message);
   // Takes the member off its scan (scan thread, which must not touch it afterwards).
   void Detach();
-  // For a scan that serves this member alone (scan thread): waits at most `at_most` for the read
-  // thread to drain the queue to half its bound; over_limit() is false once it is within it.
+  // For a scan that waits for this member's client (scan thread): waits at most `at_most` for
+  // the read thread to drain the queue to half its bound; over_limit() is false once it is
+  // within it.
   void WaitForRoom(Clock::duration at_most);
 
   // The read's thread: sends queued batches to the client until the member is done. When the
@@ -121,6 +129,8 @@ class ReadMember {
  private:
   // How often a member looks up its namespace's truncation point while it reads.
   static constexpr auto kMetaCheckInterval = std::chrono::milliseconds(100);
+  // A client that took no batch for this long counts as stalled (pulling()).
+  static constexpr auto kPullingWindow = std::chrono::milliseconds(100);
 
   // Moves assembled entries into the batch, queueing full batches; finishes at the limit. Stops
   // before an entry past a corrupt one.
@@ -178,6 +188,8 @@ class ReadMember {
   absl::Status status_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> done_{false};       // set under mu_, read without it
   std::atomic<bool> cancelled_{false};  // the client went away (read thread)
+  // When the read thread last took a batch off the queue (Clock ticks), for pulling().
+  std::atomic<Clock::rep> last_pull_{Clock::now().time_since_epoch().count()};
 };
 
 }  // namespace wal

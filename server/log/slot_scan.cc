@@ -237,8 +237,23 @@ void SlotScan::WaitForSlowClients() {
   }
 }
 
+void SlotScan::WaitForPullingClients() {
+  for (auto& m : members_) {
+    while (!m->done() && m->over_limit() && m->pulling()) {
+      m->WaitForRoom(kPollWhileBehind);
+      // Meanwhile the member still hears of cancellation, deadlines and shutdown.
+      if (m->over_limit()) m->OnIdle(next_, false, absl::OkStatus());
+      changed_ = true;
+    }
+  }
+}
+
 void SlotScan::DetachOverLimit() {
-  if (!shared_) WaitForSlowClients();
+  if (shared_) {
+    WaitForPullingClients();
+  } else {
+    WaitForSlowClients();
+  }
   bool detached = false;
   for (auto it = members_.begin(); it != members_.end();) {
     if ((*it)->done() || !(*it)->over_limit()) {

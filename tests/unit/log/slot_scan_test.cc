@@ -101,6 +101,8 @@ class FakeHost : public ScanHost {
 class TestSink : public ReadSink {
  public:
   bool Send(v1::ReadResponse batch) override {
+    // A client slower than the scan (over a network), but one that keeps taking batches.
+    if (send_time_ > Clock::duration::zero()) std::this_thread::sleep_for(send_time_);
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait(lock, [this] { return !stalled_ || cancelled_; });
     for (const v1::Entry& e : batch.entries()) entries_.emplace_back(e.entry_id(), e.data());
@@ -115,6 +117,8 @@ class TestSink : public ReadSink {
     cv_.notify_all();
   }
 
+  // Set before the read starts.
+  void SetSendTime(Clock::duration d) { send_time_ = d; }
   void Stall(bool stalled) {
     std::lock_guard<std::mutex> lock(mu_);
     stalled_ = stalled;
@@ -144,6 +148,7 @@ class TestSink : public ReadSink {
   std::mutex mu_;
   std::condition_variable cv_;
   bool stalled_ = false;
+  Clock::duration send_time_ = Clock::duration::zero();
   std::atomic<bool> cancelled_{false};
   bool finished_ = false;
   absl::Status status_;
@@ -283,6 +288,35 @@ TEST_F(SlotScanTest, AStalledReadIsTakenOffTheScanAndTheOthersGoOn) {
   // may fall behind too).
   EXPECT_LE(metrics_.read_scan_detaches.load(), 2u);
   EXPECT_LE(host_.consumers_acquired.load(), 3);
+}
+
+TEST_F(SlotScanTest, ABigReadWhoseClientKeepsPullingStaysOnTheSharedScan) {
+  // A datanode opening its regions with one ReadMany: one big region among many empty ones of
+  // the slot, and a client slower than the scan. Detaching the big read each time its queue
+  // filled cost a rewind or a new scan per queue-full (10x the time of the read alone).
+  context_.options.batch_bytes = 200;
+  context_.options.read_queue_bytes = 1000;
+  std::vector<std::string> big;
+  for (int i = 0; i < 300; ++i) {
+    Append(1, big.emplace_back(std::string(100, 'a') + std::to_string(i)));
+  }
+  auto sink = std::make_shared<TestSink>();
+  sink->SetSendTime(milliseconds(1));
+  std::vector<std::shared_ptr<TestSink>> empty_sinks;
+  std::vector<std::shared_ptr<ReadMember>> members = {Read(1, 0, sink)};
+  for (uint64_t ns = 100; ns < 200; ++ns) {
+    members.push_back(Read(ns, 0, empty_sinks.emplace_back(std::make_shared<TestSink>())));
+  }
+  RunScan(members);
+  ASSERT_EQ(sink->Finished(), absl::OkStatus());
+  EXPECT_EQ(Data(sink->entries()), big);
+  for (auto& empty : empty_sinks) {
+    ASSERT_EQ(empty->Finished(), absl::OkStatus());
+    EXPECT_TRUE(empty->entries().empty());
+  }
+  EXPECT_EQ(metrics_.read_scan_detaches.load(), 0u);
+  EXPECT_EQ(metrics_.read_scan_rewinds.load(), 0u);
+  EXPECT_EQ(host_.consumers_acquired.load(), 1) << "one scan for the slot";
 }
 
 TEST_F(SlotScanTest, AScanOfItsOwnWaitsForASlowClientButReleasesAStalledOne) {
