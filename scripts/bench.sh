@@ -14,7 +14,7 @@ BUILD_DIR=${BUILD_DIR:-build-release} CMAKE_ARGS=-DCMAKE_BUILD_TYPE=Release \
   ./scripts/build.sh walserver walbench
 build=${BUILD_DIR:-build-release}
 export PATH="$HOME/.cargo/bin:$PATH"
-export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/walserver/rust-target}  # as test.sh
+export CARGO_TARGET_DIR=$(realpath -m "${CARGO_TARGET_DIR:-$HOME/.cache/walserver/rust-target}")  # as test.sh
 (cd bench/peer && cargo build --offline --locked --release)
 peer=$CARGO_TARGET_DIR/release/walpeer
 

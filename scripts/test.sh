@@ -26,7 +26,7 @@ fi
 export PATH="$HOME/.cargo/bin:$PATH:$HOME/go/bin"  # rustup's cargo before any older one
 # The Rust client's build outlives the clone, as ccache's objects do: a fresh clone rebuilds
 # only the crate itself.
-export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/walserver/rust-target}
+export CARGO_TARGET_DIR=$(realpath -m "${CARGO_TARGET_DIR:-$HOME/.cache/walserver/rust-target}")
 
 echo "== format check (clang-format, .clang-format)"
 mapfile -t sources < <(git ls-files '*.cc' '*.h' 2>/dev/null || find server client tests -name '*.cc' -o -name '*.h')
@@ -56,8 +56,9 @@ if ! $quick; then
   echo "== walpeer (bench/peer, the path walserver replaces): checks, build, smoke run on the same Kafka"
   (cd bench/peer && cargo fmt --check && cargo clippy --offline --locked --release -- -D warnings &&
     cargo build --offline --locked --release)
+  # Outside ctest, so its own time limit (a smoke run takes about 10 s).
   WALPEER=$CARGO_TARGET_DIR/release/walpeer WALSERVER=$walserver_binary \
-    WALCTL=$(realpath "${BUILD_DIR:-build}/client/walctl") tests/scripts/walpeer_smoke_test.sh
+    WALCTL=$(realpath "${BUILD_DIR:-build}/client/walctl") timeout 600 tests/scripts/walpeer_smoke_test.sh
 fi
 if $quick; then
   echo "== quick run passed (the whole suite adds the Kafka versions, sanitizer builds, fault tests and fuzzers)"

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # walpeer (bench/peer) in its smoke mode against the real Kafka broker: every mode runs every
 # path (rskafka direct, rskafka behind the merging worker, walserver through the Rust walclient)
-# and reports a figure. walpeer itself fails on any failed call or a replay that read back other
-# bytes than it wrote. This proves the peer works; it asserts no speed.
+# and reports a figure. walpeer itself fails on any failed call, and on a replay that does not
+# read back every entry it wrote once and in order. This proves the peer works; it asserts no
+# speed.
 source "$(dirname "$0")/lib.sh"
 require_kafka
 : "${WALPEER:?path of walpeer}"

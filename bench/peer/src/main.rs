@@ -28,12 +28,14 @@ use std::time::{Duration, Instant};
 use futures_util::StreamExt;
 use measure::{median, payloads, process_cpu_seconds, Percentiles, Walserver};
 use rskafka::client::partition::{Compression, OffsetAt, PartitionClient};
-use rskafka::client::ClientBuilder;
+use rskafka::client::{Client as KafkaClient, ClientBuilder};
+use rskafka::BackoffConfig;
 use sinks::{merging_workers, partition_clients, PathKind, Sink};
 use tokio::task::JoinSet;
 use walclient::{Bytes, Client as WalClient, ClientOptions, ReadOptions};
 
 const REPLAY_NAMESPACE: u64 = 1_000_000;
+const MODES: [&str; 4] = ["batched", "single", "latency", "replay"];
 
 struct Args {
     brokers: String,
@@ -65,7 +67,7 @@ fn parse_args() -> Result<Args, String> {
     let mut a = Args {
         brokers: String::new(),
         walserver: String::new(),
-        modes: ["batched", "single", "latency", "replay"].map(String::from).to_vec(),
+        modes: MODES.map(String::from).to_vec(),
         seconds: 5.0,
         runs: 3,
         entry_bytes: 1024,
@@ -102,7 +104,13 @@ fn parse_args() -> Result<Args, String> {
             "batch" => a.batch = number(value)? as usize,
             "callers" => a.callers = number(value)? as usize,
             "single_callers" => a.single_callers = number(value)? as usize,
-            "payload" => a.time_series = value == "timeseries",
+            "payload" => {
+                a.time_series = match value {
+                    "timeseries" => true,
+                    "random" => false,
+                    _ => return Err("--payload: random or timeseries".into()),
+                }
+            }
             "compression" => a.compression = value.into(),
             "replay_mib" => a.replay_mib = number(value)? as usize,
             "latency_load" => a.latency_load = number(value)?,
@@ -116,8 +124,14 @@ fn parse_args() -> Result<Args, String> {
     if a.brokers.is_empty() || a.walserver.is_empty() {
         return Err(format!("--brokers and --walserver are required\n{USAGE}"));
     }
+    if a.entry_bytes < 8 {
+        return Err("--entry_bytes: at least 8 (a replayed entry starts with its number)".into());
+    }
     if a.runs == 0 || a.callers == 0 || a.single_callers == 0 || a.batch == 0 || a.topics == 0 {
         return Err("--runs, --callers, --single_callers, --batch and --topics must be >= 1".into());
+    }
+    if let Some(m) = a.modes.iter().find(|m| !MODES.contains(&m.as_str())) {
+        return Err(format!("unknown mode '{m}': {}", MODES.join(", ")));
     }
     if !["none", "lz4"].contains(&a.compression.as_str()) {
         return Err("--compression: none or lz4".into());
@@ -152,15 +166,35 @@ async fn main() {
 }
 
 async fn run(args: Args) -> Result<(), String> {
+    let prefix = format!("walpeer{}", std::process::id());
+    // rskafka retries for ever by default: a benchmark against a broker that is gone must fail.
+    let backoff = BackoffConfig { deadline: Some(Duration::from_secs(30)), ..Default::default() };
+    let kafka = ClientBuilder::new(vec![args.brokers.clone()])
+        .backoff_config(backoff)
+        .build()
+        .await
+        .map_err(|e| format!("rskafka cannot reach {}: {e}", args.brokers))?;
+    let result = measure(args, &kafka, &prefix).await;
+    // A benchmark writes many GB: leave none of it behind on the broker, whatever happened.
+    let controller = kafka.controller_client().map_err(|e| e.to_string())?;
+    for topic in kafka.list_topics().await.map_err(|e| format!("rskafka list topics: {e}"))? {
+        if topic.name.starts_with(&format!("{prefix}_")) {
+            controller
+                .delete_topic(topic.name.clone(), 10_000)
+                .await
+                .map_err(|e| format!("rskafka cannot delete {}: {e}", topic.name))?;
+        }
+    }
+    result
+}
+
+/// Creates the topics and the namespaces, starts walserver (stopped when this returns), runs
+/// the modes and writes the CSV.
+async fn measure(args: Args, kafka: &KafkaClient, prefix: &str) -> Result<(), String> {
     let compression = match args.compression.as_str() {
         "lz4" => Compression::Lz4,
         _ => Compression::NoCompression,
     };
-    let prefix = format!("walpeer{}", std::process::id());
-    let kafka = ClientBuilder::new(vec![args.brokers.clone()])
-        .build()
-        .await
-        .map_err(|e| format!("rskafka cannot reach {}: {e}", args.brokers))?;
     let controller = kafka.controller_client().map_err(|e| e.to_string())?;
     let mut topics: Vec<String> = (0..args.topics).map(|t| format!("{prefix}_{t}")).collect();
     topics.push(format!("{prefix}_replay"));
@@ -170,7 +204,7 @@ async fn run(args: Args) -> Result<(), String> {
             .await
             .map_err(|e| format!("rskafka cannot create {topic}: {e}"))?;
     }
-    let mut partitions = partition_clients(&kafka, &topics).await?;
+    let mut partitions = partition_clients(kafka, &topics).await?;
     let replay_partition = partitions.pop().expect("the replay topic");
 
     let walserver = Walserver::start(
@@ -209,43 +243,7 @@ async fn run(args: Args) -> Result<(), String> {
     );
     let mut bench =
         Bench { args, sinks, wal, walserver, replay_partition, entries, csv: Vec::new() };
-    let modes = bench.args.modes.clone();
-    let mut single_walserver_rate = None;
-    for mode in &modes {
-        match mode.as_str() {
-            "batched" => {
-                let (callers, batch) = (bench.args.callers, bench.args.batch);
-                bench.closed_loop("batched", callers, batch).await?;
-            }
-            "single" => {
-                let callers = bench.args.single_callers;
-                single_walserver_rate = Some(bench.closed_loop("single", callers, 1).await?);
-            }
-            "latency" => {
-                let max = match single_walserver_rate {
-                    Some(rate) => rate,
-                    None => {
-                        let callers = bench.args.single_callers;
-                        bench.closed_loop("single", callers, 1).await?
-                    }
-                };
-                bench.latency(max * bench.args.latency_load).await?;
-            }
-            "replay" => bench.replay().await?,
-            other => return Err(format!("unknown mode '{other}'")),
-        }
-    }
-    // A benchmark writes many GB: leave none of it behind on the broker.
-    drop(bench.sinks);
-    drop(bench.walserver);
-    for topic in kafka.list_topics().await.map_err(|e| format!("rskafka list topics: {e}"))? {
-        if topic.name.starts_with(&prefix) {
-            controller
-                .delete_topic(topic.name.clone(), 10_000)
-                .await
-                .map_err(|e| format!("rskafka cannot delete {}: {e}", topic.name))?;
-        }
-    }
+    bench.run_modes().await?;
     if let Some(path) = &bench.args.csv {
         let mut text = "mode,path,payload,compression,round,value,unit,cpu_s_per_gb\n".to_string();
         for row in &bench.csv {
@@ -258,6 +256,36 @@ async fn run(args: Args) -> Result<(), String> {
 }
 
 impl Bench {
+    async fn run_modes(&mut self) -> Result<(), String> {
+        let modes = self.args.modes.clone();
+        let mut single_walserver_rate = None;
+        for mode in &modes {
+            match mode.as_str() {
+                "batched" => {
+                    let (callers, batch) = (self.args.callers, self.args.batch);
+                    self.closed_loop("batched", callers, batch).await?;
+                }
+                "single" => {
+                    let callers = self.args.single_callers;
+                    single_walserver_rate = Some(self.closed_loop("single", callers, 1).await?);
+                }
+                "latency" => {
+                    let max = match single_walserver_rate {
+                        Some(rate) => rate,
+                        None => {
+                            let callers = self.args.single_callers;
+                            self.closed_loop("single", callers, 1).await?
+                        }
+                    };
+                    self.latency(max * self.args.latency_load).await?;
+                }
+                "replay" => self.replay().await?,
+                other => unreachable!("parse_args checked mode {other}"),
+            }
+        }
+        Ok(())
+    }
+
     fn pids(&self, path: PathKind) -> Vec<u32> {
         let mut pids = vec![std::process::id()];
         if path == PathKind::Walserver {
@@ -358,7 +386,8 @@ impl Bench {
 
     /// Open loop: one entry every 1/rate s whatever the answers, spread over the regions; a
     /// call's latency counts from when it was due, so a stall is not hidden by the calls it held
-    /// back.
+    /// back. tokio's timer ticks every millisecond: the calls due within one leave together, and
+    /// each counts up to 1 ms (0.5 ms on average) of waiting for its tick, on every path alike.
     async fn latency(&mut self, rate: f64) -> Result<(), String> {
         println!("\nlatency: open loop at {rate:.0} entries/s, one entry per call");
         println!(
@@ -426,15 +455,17 @@ impl Bench {
             .create_namespace(REPLAY_NAMESPACE)
             .await
             .map_err(|s| format!("create namespace {REPLAY_NAMESPACE}: {s}"))?;
+        // Entry k starts with k: a read checks that it gets every entry once and in order.
+        let replay: Vec<Bytes> = (0..count)
+            .map(|k| {
+                let mut data = self.entries[k % self.entries.len()].to_vec();
+                data[..8].copy_from_slice(&(k as u64).to_le_bytes());
+                Bytes::from(data)
+            })
+            .collect();
         for sink in [&wal, &direct] {
-            let mut written = 0;
-            while written < count {
-                let n = (count - written).min(256);
-                let chunk: Vec<Bytes> = (0..n)
-                    .map(|k| self.entries[(written + k) % self.entries.len()].clone())
-                    .collect();
-                sink.append(0, &chunk).await?;
-                written += n;
+            for chunk in replay.chunks(256) {
+                sink.append(0, chunk).await?;
             }
         }
         let mut rates = [Vec::new(), Vec::new()];
@@ -445,10 +476,11 @@ impl Bench {
             let mut read = ReadOptions::new(REPLAY_NAMESPACE);
             read.timeout = Some(Duration::from_secs(600));
             let mut stream = self.wal.read(read);
-            let mut bytes = 0u64;
+            let mut check = ReplayCheck::new(self.args.entry_bytes);
             while let Some(entry) = stream.next().await {
-                bytes += entry.map_err(|s| format!("walserver read: {s}"))?.data.len() as u64;
+                check.next(&entry.map_err(|s| format!("walserver read: {s}"))?.data)?;
             }
+            let bytes = check.bytes;
             let wal_rate = self.replayed(bytes, expected, started)?;
             let cpu = (self.cpu(PathKind::Walserver) - cpu0) / (bytes as f64 / 1e9);
             self.record("replay", PathKind::Walserver, round, wal_rate, "MiB/s", cpu);
@@ -460,17 +492,18 @@ impl Bench {
             let end = partition.get_offset(OffsetAt::Latest).await.map_err(|e| e.to_string())?;
             let mut offset =
                 partition.get_offset(OffsetAt::Earliest).await.map_err(|e| e.to_string())?;
-            let mut bytes = 0u64;
+            let mut check = ReplayCheck::new(self.args.entry_bytes);
             while offset < end {
                 let (records, _) = partition
                     .fetch_records(offset, 1..self.args.fetch_bytes, 500)
                     .await
                     .map_err(|e| format!("rskafka fetch: {e}"))?;
                 for r in records {
-                    bytes += r.record.value.map_or(0, |v| v.len()) as u64;
+                    check.next(r.record.value.as_deref().unwrap_or_default())?;
                     offset = r.offset + 1;
                 }
             }
+            let bytes = check.bytes;
             let direct_rate = self.replayed(bytes, expected, started)?;
             let cpu = (self.cpu(PathKind::Direct) - cpu0) / (bytes as f64 / 1e9);
             self.record("replay", PathKind::Direct, round, direct_rate, "MiB/s", cpu);
@@ -493,10 +526,38 @@ impl Bench {
         Ok(())
     }
 
+    // Every entry was read (the count matches) and ReplayCheck saw them in order.
     fn replayed(&self, bytes: u64, expected: u64, started: Instant) -> Result<f64, String> {
         if bytes != expected {
             return Err(format!("replay read {bytes} bytes, wrote {expected}"));
         }
         Ok(bytes as f64 / (1 << 20) as f64 / started.elapsed().as_secs_f64())
+    }
+}
+
+/// What a replay must read: entries 0, 1, 2... (each starts with its number) of one size.
+struct ReplayCheck {
+    entry_bytes: usize,
+    next: u64,
+    bytes: u64,
+}
+
+impl ReplayCheck {
+    fn new(entry_bytes: usize) -> Self {
+        ReplayCheck { entry_bytes, next: 0, bytes: 0 }
+    }
+    fn next(&mut self, data: &[u8]) -> Result<(), String> {
+        let number = data.get(..8).map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")));
+        if data.len() != self.entry_bytes || number != Some(self.next) {
+            return Err(format!(
+                "replay read entry {number:?} of {} bytes where entry {} of {} was due",
+                data.len(),
+                self.next,
+                self.entry_bytes
+            ));
+        }
+        self.next += 1;
+        self.bytes += data.len() as u64;
+        Ok(())
     }
 }

@@ -136,6 +136,7 @@ impl Walserver {
         loop {
             if let Ok(text) = std::fs::read_to_string(&ready) {
                 if let Some(address) = text.lines().next().filter(|l| !l.is_empty()) {
+                    let _ = std::fs::remove_file(&ready);
                     return Ok(Walserver { child, address: address.to_string() });
                 }
             }
@@ -159,8 +160,20 @@ impl Walserver {
 
 impl Drop for Walserver {
     fn drop(&mut self) {
-        // SIGTERM: walserver's orderly shutdown.
-        let _ = Command::new("kill").arg(self.child.id().to_string()).status();
+        // SIGTERM: walserver's orderly shutdown, which ends within its shutdown timeout; SIGKILL
+        // if that cannot be sent or does not end it within 60 s.
+        let termed = Command::new("kill")
+            .arg(self.child.id().to_string())
+            .status()
+            .is_ok_and(|s| s.success());
+        let give_up = Instant::now() + Duration::from_secs(if termed { 60 } else { 0 });
+        while Instant::now() < give_up {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
         let _ = self.child.wait();
     }
 }
