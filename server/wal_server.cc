@@ -184,7 +184,7 @@ absl::Status WalServer::ConnectKafka(const ServerOptions& o) {
   kafka_batch_bytes_ = std::to_string(o.max_record_bytes + 64 * 1024);
   // Nagle off: a produce or fetch request is sent whole at once, and with Nagle on a small one
   // could wait for the broker's delayed acknowledgement of the previous one (BENCHMARKS.md,
-  // "librdkafka settings").
+  // "walserver against the path it replaces").
   kafka_ = WithUserProperties({{"bootstrap.servers", brokers},
                                {"reconnect.backoff.max.ms", "1000"},
                                {"socket.nagle.disable", "true"},
@@ -299,8 +299,8 @@ absl::Status WalServer::StartWriterAndReader(const ServerOptions& o) {
   }
   KafkaProperties writer_kafka = kafka_;
   // No linger: records produced while a request is in flight still go out together in the
-  // next one, and a caller alone does not wait 1 ms for company (BENCHMARKS.md, "librdkafka
-  // settings": +50% batched appends).
+  // next one, and a caller alone does not wait 1 ms for company (BENCHMARKS.md, "walserver
+  // against the path it replaces": with Nagle off, +50% batched appends).
   writer_kafka["linger.ms"] = "0";
   // Feeds the broker and traffic metrics.
   writer_kafka["statistics.interval.ms"] = "5000";

@@ -330,10 +330,10 @@ async fn a_stalled_read_blocks_no_one_and_is_cancelled_when_dropped() {
     let server = Walserver::start("stalled", &[]);
     let client = server.client().await;
     client.create_namespace(6).await.unwrap();
-    // 8 MiB, more than the HTTP/2 windows hold, so the stalled reader really stalls walserver's
-    // side of its stream.
+    // 32 MiB: more than the client's HTTP/2 stream window (8 MiB) and walserver's read queue
+    // (8 MiB) hold together, so the stalled reader really stalls walserver's side of its stream.
     let payload = vec![b'p'; 4096];
-    for _ in 0..10 {
+    for _ in 0..40 {
         client.append_entries(6, std::iter::repeat_n(payload.clone(), 200)).await.unwrap();
     }
 
@@ -341,7 +341,7 @@ async fn a_stalled_read_blocks_no_one_and_is_cancelled_when_dropped() {
     assert!(stalled.next().await.unwrap().is_ok());
     // The stalled stream is not polled again; another read of the same slot still completes.
     let started = Instant::now();
-    assert_eq!(client.read_all(6, 0).await.unwrap().len(), 2000);
+    assert_eq!(client.read_all(6, 0).await.unwrap().len(), 8000);
     assert!(started.elapsed() < Duration::from_secs(15));
     assert_eq!(server.metric("walserver_reads_in_progress"), 1.0, "the stalled read is open");
 
