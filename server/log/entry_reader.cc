@@ -249,9 +249,11 @@ absl::Status EntryReader::RunMany(const std::vector<ReadParams>& reads,
   const auto stop_at = AnswerBy(reads.front().deadline);
   if (absl::Status s = meta_->CatchUp(CatchUpBy(stop_at)); !s.ok()) return s;
   auto bell = std::make_shared<DeliveryBell>();
-  // The namespaces share one budget of queued bytes; smaller batches than a Read's keep the
-  // client busy while the scan goes on (every member would otherwise send at the end).
+  // The namespaces share one budget of queued bytes: each has a share of it, and may queue
+  // more while the others leave it room. Smaller batches than a Read's keep the client busy
+  // while the scan goes on (every member would otherwise send at the end).
   const size_t share = std::max(kReadManyMinQueueBytes, kReadManyQueueBytes / reads.size());
+  auto budget = std::make_shared<QueueBudget>(kReadManyQueueBytes);
   std::map<Slot, Watermarks> marks;  // one query per slot
   std::vector<std::shared_ptr<ReadMember>> members;
   for (ReadParams params : reads) {
@@ -259,6 +261,7 @@ absl::Status EntryReader::RunMany(const std::vector<ReadParams>& reads,
     if (context_.stopping) return absl::UnavailableError("walserver is shutting down");
     params.queue_bytes = share;
     params.batch_bytes = std::min(context_.options.batch_bytes, share / 2);
+    params.call_budget = budget;
     absl::StatusOr<std::shared_ptr<ReadMember>> member =
         MakeMember(params, sink, stop_at, &marks, bell);
     // A namespace that cannot be read (or has nothing to read) ends at once; the others go on.

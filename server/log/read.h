@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 
 #include "absl/status/status.h"
@@ -26,6 +27,15 @@ class ReadSink {
   virtual void Finish(absl::Status status) = 0;
 };
 
+// Entry bytes the reads of one ReadMany have waiting for their client together. A read may
+// queue past its own share while the call as a whole is within `limit`: one big namespace
+// among many empty ones gets the room they do not use.
+struct QueueBudget {
+  explicit QueueBudget(size_t limit) : limit(limit) {}
+  const size_t limit;
+  std::atomic<size_t> queued{0};
+};
+
 struct ReadParams {
   uint64_t namespace_id = 0;
   uint64_t start_entry_id = 0;
@@ -38,9 +48,10 @@ struct ReadParams {
   Clock::time_point deadline = Clock::time_point::max();
   // Entry bytes this read may have waiting for its client, and about how many go in one
   // message; 0: ReaderOptions::read_queue_bytes and batch_bytes. The reads of one ReadMany
-  // get shares of kReadManyQueueBytes instead.
+  // get shares of kReadManyQueueBytes instead, and the call's budget (below).
   size_t queue_bytes = 0;
   size_t batch_bytes = 0;
+  std::shared_ptr<QueueBudget> call_budget;
 };
 
 struct ReaderOptions {

@@ -117,11 +117,19 @@ void ReadMember::Finish(absl::Status status) {
   if (bell_) bell_->Ring();
 }
 
+bool ReadMember::FullLocked() const {
+  const QueueBudget* budget = params_.call_budget.get();
+  return queue_bytes_ > queue_limit_ && (budget == nullptr || budget->queued > budget->limit);
+}
+
 void ReadMember::WaitForRoom(Clock::duration at_most) {
   std::unique_lock<std::mutex> lock(mu_);
-  const size_t limit = queue_limit_;
-  cv_.wait_for(lock, at_most, [&] { return queue_bytes_ <= limit / 2 || cancelled_ || done_; });
-  if (queue_bytes_ <= limit) over_limit_ = false;
+  const QueueBudget* budget = params_.call_budget.get();
+  cv_.wait_for(lock, at_most, [&] {
+    return queue_bytes_ <= queue_limit_ / 2 ||
+           (budget != nullptr && budget->queued <= budget->limit / 2) || cancelled_ || done_;
+  });
+  if (!FullLocked()) over_limit_ = false;
 }
 
 void ReadMember::Detach() {
@@ -151,6 +159,7 @@ ReadMember::Step ReadMember::DeliverNext(const std::function<void()>& rejoin,
   if (!queue_.empty()) {
     v1::ReadResponse batch = std::move(queue_.front().first);
     queue_bytes_ -= queue_.front().second;
+    if (params_.call_budget) params_.call_budget->queued -= queue_.front().second;
     queue_.pop_front();
     last_pull_ = Clock::now().time_since_epoch().count();
     cv_.notify_all();  // a scan may wait for room (WaitForRoom)
@@ -298,7 +307,8 @@ void ReadMember::Flush() {
   std::lock_guard<std::mutex> lock(mu_);
   queue_.emplace_back(std::move(batch_), batch_bytes_);
   queue_bytes_ += batch_bytes_;
-  if (queue_bytes_ > queue_limit_) over_limit_ = true;
+  if (params_.call_budget) params_.call_budget->queued += batch_bytes_;
+  if (FullLocked()) over_limit_ = true;
   batch_.Clear();
   batch_bytes_ = 0;
   cv_.notify_all();

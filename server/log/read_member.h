@@ -86,8 +86,7 @@ class ReadMember {
   // The read's client took a batch within kPullingWindow (or the read began within it): a
   // client that keeps pulling, however slowly, as opposed to a stalled one.
   bool pulling() const {
-    return Clock::now() - Clock::time_point(Clock::duration(last_pull_.load())) <
-           kPullingWindow;
+    return Clock::now() - Clock::time_point(Clock::duration(last_pull_.load())) < kPullingWindow;
   }
 
   // A record of the slot at `offset` (scan thread).
@@ -146,6 +145,8 @@ class ReadMember {
   std::string CorruptMessage(int64_t id) const;
   // Queues the batch for the read's thread (scan thread); never waits.
   void Flush();
+  // Over the read's share, and the call's budget (if any) is spent too.
+  bool FullLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Read thread: drops the entries of `batch` that a truncation since they were queued removed.
   // True when nothing is left to send.
   bool DropTruncated(v1::ReadResponse* batch) const;
@@ -158,7 +159,7 @@ class ReadMember {
   const int64_t end_;
   const Clock::time_point stop_at_;
   const int64_t caught_up_at_;  // the end when the read began
-  const size_t queue_limit_;    // read_queue_bytes, or the read's own share of it
+  const size_t queue_limit_;    // read_queue_bytes, or the read's share of its call's budget
   const size_t batch_limit_;    // batch_bytes, or less for a share
   const std::shared_ptr<DeliveryBell> bell_;
 

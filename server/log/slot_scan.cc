@@ -180,11 +180,15 @@ void SlotScan::OnRecord(const rd_kafka_message_t& msg) {
     ++context_->records_skipped;  // not written by walserver
   } else if (auto it = by_namespace_.find(*key); it != by_namespace_.end()) {
     const std::string_view value(static_cast<const char*>(msg.payload), msg.len);
+    bool full = false;
     for (ReadMember* m : it->second) {
       m->OnRecord(msg.offset, *key, value);
       if (m->done()) changed_ = true;  // reached its limit
+      full = full || m->over_limit();
     }
-    DetachOverLimit();
+    // Only a member this record filled can be over its bound now: no walk over every member
+    // of the scan per record (a ReadMany may bring a thousand).
+    if (full) DetachOverLimit();
   }
   // Members at their end finish now; the others hear of cancellation and deadlines, and send
   // what they have, every kMemberCheckInterval even while records keep coming.

@@ -185,10 +185,12 @@ class SlotScanTest : public ::testing::Test {
   // `sink` on a thread of its own. A read taken off its scan rejoins a scan of its own, as
   // EntryReader does.
   std::shared_ptr<ReadMember> Read(uint64_t ns, int64_t start, std::shared_ptr<TestSink> sink,
-                                   bool follow = false) {
+                                   bool follow = false,
+                                   std::shared_ptr<QueueBudget> call_budget = nullptr) {
     ReadParams params;
     params.namespace_id = ns;
     params.follow = follow;
+    params.call_budget = std::move(call_budget);
     NamespaceState state;
     state.namespace_id = ns;
     state.slot = slot_;
@@ -317,6 +319,42 @@ TEST_F(SlotScanTest, ABigReadWhoseClientKeepsPullingStaysOnTheSharedScan) {
   EXPECT_EQ(metrics_.read_scan_detaches.load(), 0u);
   EXPECT_EQ(metrics_.read_scan_rewinds.load(), 0u);
   EXPECT_EQ(host_.consumers_acquired.load(), 1) << "one scan for the slot";
+}
+
+TEST_F(SlotScanTest, AReadOfAReadManyQueuesPastItsShareWhileTheCallsBudgetHasRoom) {
+  context_.options.batch_bytes = 200;
+  context_.options.read_queue_bytes = 1000;  // each read's share
+  std::vector<std::string> big;
+  for (int i = 0; i < 300; ++i) {
+    Append(1, big.emplace_back(std::string(100, 'a') + std::to_string(i)));
+  }
+  // The client stalls: only the call's budget (about 32 KB of the 100 KB) keeps the read on.
+  auto roomy = std::make_shared<TestSink>();
+  roomy->Stall(true);
+  RunScan({Read(1, 0, roomy, false, std::make_shared<QueueBudget>(100000)),
+           Read(2, 0, std::make_shared<TestSink>(), false, nullptr)});
+  const auto give_up = Clock::now() + seconds(10);
+  while (host_.scans_ended.load() == 0 && Clock::now() < give_up) {
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  ASSERT_EQ(host_.scans_ended.load(), 1) << "the scan read the whole slot without waiting";
+  EXPECT_EQ(metrics_.read_scan_detaches.load(), 0u);
+  roomy->Stall(false);
+  ASSERT_EQ(roomy->Finished(), absl::OkStatus());
+  EXPECT_EQ(Data(roomy->entries()), big);
+
+  // A budget spent: the stalled read is taken off the scan as before.
+  auto spent = std::make_shared<TestSink>();
+  spent->Stall(true);
+  RunScan({Read(1, 0, spent, false, std::make_shared<QueueBudget>(2000))});
+  const auto give_up_again = Clock::now() + seconds(10);
+  while (metrics_.read_scan_detaches.load() == 0 && Clock::now() < give_up_again) {
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  EXPECT_EQ(metrics_.read_scan_detaches.load(), 1u);
+  spent->Stall(false);
+  ASSERT_EQ(spent->Finished(), absl::OkStatus());
+  EXPECT_EQ(Data(spent->entries()), big);
 }
 
 TEST_F(SlotScanTest, AScanOfItsOwnWaitsForASlowClientButReleasesAStalledOne) {
