@@ -245,7 +245,7 @@ v1::ReadResponse EndOf(uint64_t namespace_id, const absl::Status& status, bool c
 absl::Status EntryReader::RunMany(const std::vector<ReadParams>& reads,
                                   const std::shared_ptr<ReadSink>& sink) {
   if (reads.empty()) return absl::OkStatus();
-  // One deadline for the call; the namespaces share the queue bound of one read.
+  // One deadline for the call.
   const auto stop_at = AnswerBy(reads.front().deadline);
   if (absl::Status s = meta_->CatchUp(CatchUpBy(stop_at)); !s.ok()) return s;
   auto bell = std::make_shared<DeliveryBell>();
@@ -286,7 +286,7 @@ absl::Status EntryReader::RunMany(const std::vector<ReadParams>& reads,
       const std::shared_ptr<ReadMember>& member = *it;
       absl::Status status;
       // A member taken off its scan goes back to a shared one: the members of one call must not
-      // each get a scan (and a consumer) of their own, and a shared scan never waits for them.
+      // each get a scan (and a consumer) of their own.
       const ReadMember::Step step =
           member->DeliverNext([this, &member] { Join(member, /*shared=*/true); }, &status);
       if (step == ReadMember::Step::kDone) {

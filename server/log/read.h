@@ -60,8 +60,8 @@ struct ReaderOptions {
   uint64_t max_entry_bytes = 64 << 20;
   size_t batch_bytes = 1 << 20;  // a response message carries about this much
   // Entry bytes a read may have waiting for its client. A read whose client falls further
-  // behind leaves the shared scan of its slot (which never waits for one client) and goes on
-  // with a scan of its own once its client caught up (which waits up to a second for it).
+  // behind leaves the shared scan of its slot (which waits for no other call's client) and goes
+  // on with a scan of its own once its client caught up (which waits up to a second for it).
   size_t read_queue_bytes = 8 << 20;
   // A read from a time starts at the offset Kafka gives for that time (offsets-for-times) rather
   // than at the namespace's first entry. False on the mock cluster, which cannot answer it.

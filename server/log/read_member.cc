@@ -118,16 +118,20 @@ void ReadMember::Finish(absl::Status status) {
 }
 
 bool ReadMember::FullLocked() const {
+  // A read of a ReadMany may hold all of its call's budget while the others leave it room.
   const QueueBudget* budget = params_.call_budget.get();
-  return queue_bytes_ > queue_limit_ && (budget == nullptr || budget->queued > budget->limit);
+  return budget != nullptr ? budget->queued > budget->limit : queue_bytes_ > queue_limit_;
 }
 
 void ReadMember::WaitForRoom(Clock::duration at_most) {
   std::unique_lock<std::mutex> lock(mu_);
   const QueueBudget* budget = params_.call_budget.get();
   cv_.wait_for(lock, at_most, [&] {
-    return queue_bytes_ <= queue_limit_ / 2 ||
-           (budget != nullptr && budget->queued <= budget->limit / 2) || cancelled_ || done_;
+    if (cancelled_ || done_) return true;
+    // With a budget, only this read's own takes wake this wait: it ends once its queue is
+    // empty too, and the caller looks at the budget again.
+    return budget != nullptr ? budget->queued <= budget->limit / 2 || queue_bytes_ == 0
+                             : queue_bytes_ <= queue_limit_ / 2;
   });
   if (!FullLocked()) over_limit_ = false;
 }
@@ -161,7 +165,7 @@ ReadMember::Step ReadMember::DeliverNext(const std::function<void()>& rejoin,
     queue_bytes_ -= queue_.front().second;
     if (params_.call_budget) params_.call_budget->queued -= queue_.front().second;
     queue_.pop_front();
-    last_pull_ = Clock::now().time_since_epoch().count();
+    last_progress_ = Clock::now().time_since_epoch().count();
     cv_.notify_all();  // a scan may wait for room (WaitForRoom)
     lock.unlock();
     const bool sent = DropTruncated(&batch) || sink_->Send(std::move(batch));
@@ -305,6 +309,8 @@ void ReadMember::TakeReady() {
 void ReadMember::Flush() {
   if (batch_.entries_size() == 0 && batch_.gaps_size() == 0) return;
   std::lock_guard<std::mutex> lock(mu_);
+  // A client that had nothing to take is not a stalled one: its time starts now.
+  if (queue_.empty()) last_progress_ = Clock::now().time_since_epoch().count();
   queue_.emplace_back(std::move(batch_), batch_bytes_);
   queue_bytes_ += batch_bytes_;
   if (params_.call_budget) params_.call_budget->queued += batch_bytes_;

@@ -83,11 +83,14 @@ class ReadMember {
   bool done() const { return done_; }
   // The queue is over its bound: the scan should detach this member (scan thread).
   bool over_limit() const { return over_limit_; }
-  // The read's client took a batch within kPullingWindow (or the read began within it): a
-  // client that keeps pulling, however slowly, as opposed to a stalled one.
+  // The read's client took a batch within kPullingWindow, or its queue was empty until less
+  // than that ago: a client that keeps pulling, however slowly, as opposed to a stalled one.
   bool pulling() const {
-    return Clock::now() - Clock::time_point(Clock::duration(last_pull_.load())) < kPullingWindow;
+    return Clock::now() - Clock::time_point(Clock::duration(last_progress_.load())) <
+           kPullingWindow;
   }
+  // The queue budget of the call this read belongs to (a ReadMany), or null.
+  const QueueBudget* call_budget() const { return params_.call_budget.get(); }
 
   // A record of the slot at `offset` (scan thread).
   void OnRecord(int64_t offset, uint64_t key, std::string_view value);
@@ -145,7 +148,7 @@ class ReadMember {
   std::string CorruptMessage(int64_t id) const;
   // Queues the batch for the read's thread (scan thread); never waits.
   void Flush();
-  // Over the read's share, and the call's budget (if any) is spent too.
+  // Over the read's bound: its call's budget when it has one, else its own queue bound.
   bool FullLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Read thread: drops the entries of `batch` that a truncation since they were queued removed.
   // True when nothing is left to send.
@@ -189,8 +192,9 @@ class ReadMember {
   absl::Status status_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> done_{false};       // set under mu_, read without it
   std::atomic<bool> cancelled_{false};  // the client went away (read thread)
-  // When the read thread last took a batch off the queue (Clock ticks), for pulling().
-  std::atomic<Clock::rep> last_pull_{Clock::now().time_since_epoch().count()};
+  // When the read thread last took a batch off the queue, or a batch went into an empty queue
+  // (Clock ticks), for pulling().
+  std::atomic<Clock::rep> last_progress_{Clock::now().time_since_epoch().count()};
 };
 
 }  // namespace wal

@@ -241,9 +241,21 @@ void SlotScan::WaitForSlowClients() {
   }
 }
 
+bool SlotScan::OnlyItsCallWaits(const ReadMember& m) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!pending_.empty() || !rewinding_.empty()) return false;
+  }
+  for (const auto& other : members_) {
+    if (other.get() == &m || other->done()) continue;
+    if (m.call_budget() == nullptr || other->call_budget() != m.call_budget()) return false;
+  }
+  return true;
+}
+
 void SlotScan::WaitForPullingClients() {
   for (auto& m : members_) {
-    while (!m->done() && m->over_limit() && m->pulling()) {
+    while (!m->done() && m->over_limit() && m->pulling() && OnlyItsCallWaits(*m)) {
       m->WaitForRoom(kPollWhileBehind);
       // Meanwhile the member still hears of cancellation, deadlines and shutdown.
       if (m->over_limit()) m->OnIdle(next_, false, absl::OkStatus());

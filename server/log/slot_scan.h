@@ -11,9 +11,9 @@
 //     but young (< 256 MiB read)       -> every member's OnIdle (finish, deadline, truncation)
 //     -> rewinding_                  Admit: rewinding_ -> members_, seek back to rewind_to_
 //   TryJoin refused (too far on)     member done (end, limit, cancelled, deadline) -> dropped
-//     -> a new scan for the slot     member's queue over its bound: waits while its client keeps
-//   ReadMember::Deliver: detached,     pulling; a stalled one -> Detach: it leaves, and its
-//     queue drained -> a scan of       read thread joins a scan of its own (never shared)
+//     -> a new scan for the slot     member's queue over its bound -> Detach: it leaves, and its
+//   ReadMember::Deliver: detached,     read thread joins a scan of its own (never shared); a
+//     queue drained -> a scan of       ReadMany alone in the scan is waited for while it pulls
 //     its own from resume_at()       no member left -> closed; later reads start a new scan
 //
 // Threads and what they own:
@@ -111,16 +111,20 @@ class SlotScan : public std::enable_shared_from_this<SlotScan> {
   void Reindex();
   // Every member hears where the scan is (see ReadMember::OnIdle); some may finish.
   void AllIdle(bool at_end_of_partition, const absl::Status& status);
-  // Members whose client stalled with a full queue leave a shared scan, so that it never waits
-  // on a stalled client; each carries on with a scan of its own (ReadMember::Deliver). A member
-  // whose client keeps pulling is waited for instead (WaitForPullingClients): detaching it would
-  // cost a rewind or a new scan per queue-full. A scan of its own first waits for its client
-  // (WaitForSlowClients).
+  // Members whose queue is full leave a shared scan, so that it never waits on another call's
+  // client; each carries on with a scan of its own (ReadMember::Deliver). The exception
+  // (WaitForPullingClients): the members of one ReadMany, alone in the scan, whose client keeps
+  // pulling; detaching them would cost a rewind or a new scan per queue-full. A scan of its own
+  // first waits for its client (WaitForSlowClients).
   void DetachOverLimit();
-  // A shared scan: while a full member's client keeps pulling (ReadMember::pulling), waits for
-  // room in its queue; the scan goes at the pace of its slowest pulling client, and a client
-  // that stops pulling holds it up for at most ReadMember::kPullingWindow.
+  // A shared scan: while a full member's client keeps pulling (ReadMember::pulling) and waiting
+  // holds up no other call (OnlyItsCallWaits), waits for room in its queue. The scan then goes
+  // at that client's pace; a client that stops pulling holds it for at most
+  // ReadMember::kPullingWindow.
   void WaitForPullingClients();
+  // Every other member still reading belongs to `m`'s call (a ReadMany), and no read waits to
+  // join the scan.
+  bool OnlyItsCallWaits(const ReadMember& m);
   // A scan that serves one read: while that read's queue is full, reads no further (so the
   // queue stays bounded) for up to kMaxWaitForRoom. A slow client then goes on without a new
   // scan per queue-full; a stalled one is detached after all, so it holds no consumer.

@@ -292,23 +292,26 @@ TEST_F(SlotScanTest, AStalledReadIsTakenOffTheScanAndTheOthersGoOn) {
   EXPECT_LE(host_.consumers_acquired.load(), 3);
 }
 
-TEST_F(SlotScanTest, ABigReadWhoseClientKeepsPullingStaysOnTheSharedScan) {
+TEST_F(SlotScanTest, ABigReadOfAReadManyWhoseClientKeepsPullingStaysOnTheSharedScan) {
   // A datanode opening its regions with one ReadMany: one big region among many empty ones of
-  // the slot, and a client slower than the scan. Detaching the big read each time its queue
-  // filled cost a rewind or a new scan per queue-full (10x the time of the read alone).
+  // the slot, and a client slower than the scan. Detaching the big read each time the call's
+  // queue filled cost a rewind or a new scan per queue-full (10x the time of the read alone).
   context_.options.batch_bytes = 200;
-  context_.options.read_queue_bytes = 1000;
   std::vector<std::string> big;
   for (int i = 0; i < 300; ++i) {
     Append(1, big.emplace_back(std::string(100, 'a') + std::to_string(i)));
   }
+  auto call = std::make_shared<QueueBudget>(1000);  // a few batches for the whole call
+  std::vector<std::shared_ptr<TestSink>> empty_sinks;
+  std::vector<std::shared_ptr<ReadMember>> members;
+  for (uint64_t ns = 100; ns < 200; ++ns) {
+    members.push_back(
+        Read(ns, 0, empty_sinks.emplace_back(std::make_shared<TestSink>()), false, call));
+  }
+  // Last, so that its client's time to pull starts just before the scan does.
   auto sink = std::make_shared<TestSink>();
   sink->SetSendTime(milliseconds(1));
-  std::vector<std::shared_ptr<TestSink>> empty_sinks;
-  std::vector<std::shared_ptr<ReadMember>> members = {Read(1, 0, sink)};
-  for (uint64_t ns = 100; ns < 200; ++ns) {
-    members.push_back(Read(ns, 0, empty_sinks.emplace_back(std::make_shared<TestSink>())));
-  }
+  members.push_back(Read(1, 0, sink, false, call));
   RunScan(members);
   ASSERT_EQ(sink->Finished(), absl::OkStatus());
   EXPECT_EQ(Data(sink->entries()), big);
@@ -319,20 +322,42 @@ TEST_F(SlotScanTest, ABigReadWhoseClientKeepsPullingStaysOnTheSharedScan) {
   EXPECT_EQ(metrics_.read_scan_detaches.load(), 0u);
   EXPECT_EQ(metrics_.read_scan_rewinds.load(), 0u);
   EXPECT_EQ(host_.consumers_acquired.load(), 1) << "one scan for the slot";
+  EXPECT_EQ(call->queued.load(), 0u) << "every queued byte was given back";
 }
 
-TEST_F(SlotScanTest, AReadOfAReadManyQueuesPastItsShareWhileTheCallsBudgetHasRoom) {
+TEST_F(SlotScanTest, ASlowReadIsNotWaitedForWhenItWouldHoldUpAnotherCall) {
+  // The same slow client on a plain Read, beside another caller's read of the slot: the scan
+  // must not go at its pace, so it is taken off as before.
   context_.options.batch_bytes = 200;
-  context_.options.read_queue_bytes = 1000;  // each read's share
+  context_.options.read_queue_bytes = 1000;
+  std::vector<std::string> big, other;
+  for (int i = 0; i < 300; ++i) {
+    Append(1, big.emplace_back(std::string(100, 'a') + std::to_string(i)));
+    Append(2, other.emplace_back(std::string(100, 'b') + std::to_string(i)));
+  }
+  auto slow = std::make_shared<TestSink>(), fast = std::make_shared<TestSink>();
+  slow->SetSendTime(milliseconds(1));
+  RunScan({Read(1, 0, slow), Read(2, 0, fast)});
+  ASSERT_EQ(fast->Finished(), absl::OkStatus());
+  EXPECT_EQ(Data(fast->entries()), other);
+  ASSERT_EQ(slow->Finished(), absl::OkStatus());
+  EXPECT_EQ(Data(slow->entries()), big);
+  EXPECT_GE(metrics_.read_scan_detaches.load(), 1u);
+}
+
+TEST_F(SlotScanTest, AReadOfAReadManyMayHoldAllOfItsCallsBudget) {
+  context_.options.batch_bytes = 200;
+  context_.options.read_queue_bytes = 1000;  // a read's own bound, which a budget replaces
   std::vector<std::string> big;
   for (int i = 0; i < 300; ++i) {
     Append(1, big.emplace_back(std::string(100, 'a') + std::to_string(i)));
   }
-  // The client stalls: only the call's budget (about 32 KB of the 100 KB) keeps the read on.
+  // The client stalls: the call's budget (the read queues about 32 KB of its 100 KB) keeps the
+  // read on the scan although it is far over a read's own bound.
   auto roomy = std::make_shared<TestSink>();
   roomy->Stall(true);
-  RunScan({Read(1, 0, roomy, false, std::make_shared<QueueBudget>(100000)),
-           Read(2, 0, std::make_shared<TestSink>(), false, nullptr)});
+  auto call = std::make_shared<QueueBudget>(100000);
+  RunScan({Read(1, 0, roomy, false, call), Read(2, 0, std::make_shared<TestSink>(), false, call)});
   const auto give_up = Clock::now() + seconds(10);
   while (host_.scans_ended.load() == 0 && Clock::now() < give_up) {
     std::this_thread::sleep_for(milliseconds(10));
@@ -342,6 +367,7 @@ TEST_F(SlotScanTest, AReadOfAReadManyQueuesPastItsShareWhileTheCallsBudgetHasRoo
   roomy->Stall(false);
   ASSERT_EQ(roomy->Finished(), absl::OkStatus());
   EXPECT_EQ(Data(roomy->entries()), big);
+  EXPECT_EQ(call->queued.load(), 0u) << "every queued byte was given back";
 
   // A budget spent: the stalled read is taken off the scan as before.
   auto spent = std::make_shared<TestSink>();
