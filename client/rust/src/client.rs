@@ -591,7 +591,8 @@ fn channel(options: &ClientOptions) -> Result<Channel, Status> {
 
 /// HTTP/2 flow-control windows deep enough for a replay: walserver sends read answers of up to
 /// 1 MiB, and hyper's defaults (2 MiB per stream, 5 MiB per connection) keep only two of them in
-/// flight. 8 / 16 MiB: replays 15-25% faster (BENCHMARKS.md, walpeer).
+/// flight. 8 / 16 MiB helped replays of a client short of CPU (0.53-0.63 -> 0.71-0.74 of
+/// rskafka's rate); on a quiet host both reach it (BENCHMARKS.md, walpeer).
 fn with_windows(endpoint: Endpoint) -> Endpoint {
     endpoint.initial_stream_window_size(8 << 20).initial_connection_window_size(16 << 20)
 }
