@@ -249,8 +249,8 @@ absl::Status EntryReader::RunMany(const std::vector<ReadParams>& reads,
   const auto stop_at = AnswerBy(reads.front().deadline);
   if (absl::Status s = meta_->CatchUp(CatchUpBy(stop_at)); !s.ok()) return s;
   auto bell = std::make_shared<DeliveryBell>();
-  // The namespaces share one budget of queued bytes: each has a share of it, and may queue
-  // more while the others leave it room. Smaller batches than a Read's keep the client busy
+  // The namespaces share one budget of queued bytes, which one of them may fill while the
+  // others leave it room. Batches of half a share, smaller than a Read's, keep the client busy
   // while the scan goes on (every member would otherwise send at the end).
   const size_t share = std::max(kReadManyMinQueueBytes, kReadManyQueueBytes / reads.size());
   auto budget = std::make_shared<QueueBudget>(kReadManyQueueBytes);

@@ -6,11 +6,11 @@
 //   namespace's entries (entry_assembler.h) and queues batches -> the read's thread sends them
 //   to its ReadSink (the gRPC stream).
 //
-// A shared scan never waits for a stalled client: a read whose queue passes read_queue_bytes
-// and whose client took nothing for 100 ms is detached and goes on with a scan of its own once
-// its client pulls again, so a stalled client delays the others by at most 100 ms. A client
-// that keeps pulling is waited for: the scan goes at its pace rather than read the slot again
-// for it. A scan of its own waits up to a second for its client, then lets a stalled one go too
+// A shared scan never waits for another call's client: a read whose queue passes
+// read_queue_bytes is detached and goes on with a scan of its own once its client pulls again,
+// so a slow or stalled client delays only its own read. The reads of one ReadMany alone in a
+// scan are waited for while their client keeps pulling, rather than read the slot again for
+// them. A scan of its own waits up to a second for its client, then lets a stalled one go too
 // (slot_scan.h, WaitForPullingClients and WaitForSlowClients).
 #pragma once
 

@@ -27,9 +27,9 @@ class ReadSink {
   virtual void Finish(absl::Status status) = 0;
 };
 
-// Entry bytes the reads of one ReadMany have waiting for their client together. A read may
-// queue past its own share while the call as a whole is within `limit`: one big namespace
-// among many empty ones gets the room they do not use.
+// Entry bytes the reads of one ReadMany have waiting for their client together. Any of them
+// may queue more while the call as a whole is within `limit`: one big namespace among many
+// empty ones gets the room they do not use.
 struct QueueBudget {
   explicit QueueBudget(size_t limit) : limit(limit) {}
   const size_t limit;
@@ -47,8 +47,8 @@ struct ReadParams {
   bool skip_lost = false;
   Clock::time_point deadline = Clock::time_point::max();
   // Entry bytes this read may have waiting for its client, and about how many go in one
-  // message; 0: ReaderOptions::read_queue_bytes and batch_bytes. The reads of one ReadMany
-  // get shares of kReadManyQueueBytes instead, and the call's budget (below).
+  // message; 0: ReaderOptions::read_queue_bytes and batch_bytes. The reads of one ReadMany go
+  // by their call's budget instead (below), with batches sized from a share of it.
   size_t queue_bytes = 0;
   size_t batch_bytes = 0;
   std::shared_ptr<QueueBudget> call_budget;
@@ -69,7 +69,7 @@ struct ReaderOptions {
 };
 
 // Entry bytes all the reads of one ReadMany may have waiting for its client together, and the
-// least each of them gets.
+// least share of it (a read's batches are half its share).
 inline constexpr size_t kReadManyQueueBytes = 64 << 20;
 inline constexpr size_t kReadManyMinQueueBytes = 64 << 10;
 

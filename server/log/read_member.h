@@ -1,10 +1,11 @@
 // One read, as a member of slot scans (slot_scan.h). A scan thread feeds it the records of its
 // slot (OnRecord) and tells it where the scan stands when nothing is coming (OnIdle); the member
 // filters by key, reassembles entries and queues batches. The read's own thread (Deliver) sends
-// the batches to the client. A shared scan never waits on a stalled client: a member whose queue
-// is over read_queue_bytes and whose client took nothing for kPullingWindow is detached (Detach),
-// and its read thread, once the queue drained, starts a scan of its own from resume_at(); that
-// one waits up to a second for room before detaching. A client that keeps pulling is waited for.
+// the batches to the client. A shared scan never waits on another call's client: a member whose
+// queue is over its bound is detached (Detach), and its read thread, once the queue drained,
+// starts a scan of its own from resume_at(); that one waits up to a second for room before
+// detaching. The members of one ReadMany alone in a scan are waited for while their client keeps
+// pulling (pulling()).
 //
 // Threads. The assembler, the batch being filled and the offsets belong to one scan thread at a
 // time: the one whose scan holds the member. The member moves between scans only through a
@@ -162,7 +163,7 @@ class ReadMember {
   const int64_t end_;
   const Clock::time_point stop_at_;
   const int64_t caught_up_at_;  // the end when the read began
-  const size_t queue_limit_;    // read_queue_bytes, or the read's share of its call's budget
+  const size_t queue_limit_;    // read_queue_bytes; a ReadMany's reads go by call_budget
   const size_t batch_limit_;    // batch_bytes, or less for a share
   const std::shared_ptr<DeliveryBell> bell_;
 
