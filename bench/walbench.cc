@@ -3,7 +3,8 @@
 // It starts a walserver process on the given brokers, then for each mode measures the service
 // (through walclient) and the same work done directly with librdkafka (idempotent, acks=all,
 // same linger and batching), alternating service and direct runs and reporting the median of
-// --runs. Figures: entries/s, MB/s, latency percentiles, host CPU seconds per GB, walserver's
+// --runs. Figures: entries/s, MB/s, latency percentiles, CPU seconds per GB (of walbench, and of
+// walserver on the service's paths), walserver's
 // resident memory, and the service/direct ratio. Output: a table on stdout, rows in --csv.
 //
 // Modes:
@@ -22,7 +23,7 @@
 //   startup     restart walserver with all those namespaces in the meta topic
 //   compression for each of --codecs, a walserver with --compression=CODEC appends
 //               --replay_mib MiB of time-series WAL entries (TimeSeriesEntry) from --threads
-//               callers, then replays them: append MB/s and host CPU per GB, the bytes the
+//               callers, then replays them: append MB/s and CPU per GB, the bytes the
 //               broker stores per GB appended (from --kafka_data_dir), replay seconds
 #include <signal.h>
 #include <sys/prctl.h>
@@ -98,16 +99,6 @@ using std::chrono::duration;
 
 // ---- Measuring ----
 
-struct HostCpu {  // busy jiffies of the whole host
-  static double Seconds() {
-    std::ifstream in("/proc/stat");
-    std::string cpu;
-    uint64_t user, nice, system, idle, iowait, irq, softirq, steal;
-    in >> cpu >> user >> nice >> system >> idle >> iowait >> irq >> softirq >> steal;
-    return static_cast<double>(user + nice + system + irq + softirq + steal) / sysconf(_SC_CLK_TCK);
-  }
-};
-
 double ProcessCpuSeconds(pid_t pid) {
   std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -115,6 +106,14 @@ double ProcessCpuSeconds(pid_t pid) {
   std::vector<std::string> fields = absl::StrSplit(text.substr(close + 2), ' ');
   // Fields after the command: state is [0]; utime and stime are fields 14 and 15 of the file.
   return (std::stod(fields[11]) + std::stod(fields[12])) / sysconf(_SC_CLK_TCK);
+}
+
+// The CPU a path costs: walbench's own process, plus walserver's unless the path goes straight
+// to Kafka ("direct ..."). Per process, so that the broker and other load on the host do not
+// fall on whichever path runs beside them.
+double PathCpuSeconds(const std::string& system, pid_t server) {
+  const bool direct = system.rfind("direct", 0) == 0;
+  return ProcessCpuSeconds(getpid()) + (direct || server <= 0 ? 0 : ProcessCpuSeconds(server));
 }
 
 double ResidentMiB(pid_t pid) {
@@ -368,7 +367,7 @@ Row ClosedLoop(const std::string& mode, const std::string& system, int threads, 
   std::atomic<bool> stop{false};
   std::atomic<uint64_t> entries{0};
   Latencies latencies;
-  const double cpu0 = HostCpu::Seconds();
+  const double cpu0 = PathCpuSeconds(system, server);
   const auto t0 = Clock::now();
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t) {
@@ -384,7 +383,7 @@ Row ClosedLoop(const std::string& mode, const std::string& system, int threads, 
   stop = true;
   for (auto& th : pool) th.join();
   const double secs = duration<double>(Clock::now() - t0).count();
-  const double cpu = HostCpu::Seconds() - cpu0;
+  const double cpu = PathCpuSeconds(system, server) - cpu0;
   Row r;
   r.mode = mode;
   r.system = system;
@@ -554,7 +553,7 @@ struct Bench {
     std::atomic<int64_t> outstanding{0};
     const double seconds = absl::GetFlag(FLAGS_seconds);
     const auto t0 = Clock::now();
-    const double cpu0 = HostCpu::Seconds();
+    const double cpu0 = PathCpuSeconds(system, server.pid());
     uint64_t sent = 0;
     for (;; ++sent) {
       const auto at =
@@ -575,7 +574,8 @@ struct Bench {
     r.p50_ms = latencies.Percentile(0.5);
     r.p99_ms = latencies.Percentile(0.99);
     r.p999_ms = latencies.Percentile(0.999);
-    r.cpu_s_per_gb = (HostCpu::Seconds() - cpu0) / std::max(1e-9, sent * payload.size() / 1e9);
+    r.cpu_s_per_gb =
+        (PathCpuSeconds(system, server.pid()) - cpu0) / std::max(1e-9, sent * payload.size() / 1e9);
     r.rss_mib = ResidentMiB(server.pid());
     return r;
   }
@@ -844,7 +844,7 @@ struct Bench {
   Row CreateConcurrently(wal::Client& c, pid_t pid, int from, int to) {
     const int in_flight = std::min(absl::GetFlag(FLAGS_create_in_flight), to - from);
     std::atomic<int> next{from};
-    const double cpu0 = HostCpu::Seconds();
+    const double cpu0 = PathCpuSeconds("service", pid);
     const auto t0 = Clock::now();
     std::vector<std::thread> pool;
     for (int t = 0; t < in_flight; ++t) {
@@ -858,7 +858,7 @@ struct Bench {
     const double secs = duration<double>(Clock::now() - t0).count();
     Row r{"create", "service", absl::StrCat(to - from, " x ", in_flight, " in flight")};
     r.entries_per_s = (to - from) / secs;
-    r.value = HostCpu::Seconds() - cpu0;  // host CPU seconds
+    r.value = PathCpuSeconds("service", pid) - cpu0;  // CPU seconds of walbench and walserver
     r.rss_mib = ResidentMiB(pid);
     return r;
   }
@@ -885,7 +885,7 @@ struct Bench {
       const auto ns = c->GetNamespace(1);
       const uint64_t before = stored_bytes(*ns);
       std::atomic<uint64_t> written{0}, appended{0}, appended_entries{0}, next{0};
-      const double cpu0 = HostCpu::Seconds();
+      const double cpu0 = PathCpuSeconds("service", ws.pid());
       const auto t0 = Clock::now();
       std::vector<std::thread> callers;
       for (int t = 0; t < threads; ++t) {
@@ -909,7 +909,7 @@ struct Bench {
       }
       for (auto& t : callers) t.join();
       const double secs = duration<double>(Clock::now() - t0).count();
-      const double cpu = HostCpu::Seconds() - cpu0;
+      const double cpu = PathCpuSeconds("service", ws.pid()) - cpu0;
       const double gb = appended / 1e9;
       const uint64_t stored = stored_bytes(*ns) - before;
       std::vector<double> replays;
