@@ -48,6 +48,9 @@ ABSL_FLAG(int, append_timeout_ms, Millis(kDefaults.append_timeout),
           "30000)");
 ABSL_FLAG(int, admin_timeout_ms, Millis(kDefaults.admin_timeout),
           "Bound on Kafka round trips of CreateNamespace, Truncate and the other admin calls");
+ABSL_FLAG(int, slow_append_ms, Millis(kDefaults.slow_append),
+          "Log appends that spent longer than this in one stage (before Kafka, in Kafka, or "
+          "their answer's way back on a stream); 0 logs none");
 ABSL_FLAG(int, max_concurrent_reads, kDefaults.max_concurrent_reads,
           "Read streams beyond this get RESOURCE_EXHAUSTED");
 ABSL_FLAG(uint64_t, max_inflight_append_bytes, kDefaults.max_inflight_append_bytes,
@@ -109,6 +112,7 @@ absl::StatusOr<ServerOptions> ServerOptionsFromFlags(
   o.producers = absl::GetFlag(FLAGS_producers);
   o.append_timeout = milliseconds(absl::GetFlag(FLAGS_append_timeout_ms));
   o.admin_timeout = milliseconds(absl::GetFlag(FLAGS_admin_timeout_ms));
+  o.slow_append = milliseconds(absl::GetFlag(FLAGS_slow_append_ms));
   o.startup_timeout = milliseconds(absl::GetFlag(FLAGS_startup_timeout_ms));
   o.max_concurrent_reads = absl::GetFlag(FLAGS_max_concurrent_reads);
   o.prune_interval = milliseconds(absl::GetFlag(FLAGS_prune_interval_ms));

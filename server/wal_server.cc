@@ -72,6 +72,9 @@ absl::Status Validate(const ServerOptions& o) {
   if (o.append_timeout.count() < 100 || o.admin_timeout.count() < 100) {
     return absl::InvalidArgumentError("append_timeout and admin_timeout must be at least 100 ms");
   }
+  if (o.slow_append.count() < 0) {
+    return absl::InvalidArgumentError("slow_append_ms must be 0 (log none) or more");
+  }
   // Readers give up a torn split entry once a record encoded 60 s after its first chunk
   // arrives (log/entry_assembler.h): no chunk may land later, with 30 s to spare for clocks.
   if (o.append_timeout.count() > 30000) {
@@ -339,6 +342,7 @@ absl::StatusOr<ServiceOptions> WalServer::MakeServiceOptions(const ServerOptions
         "max_inflight_append_bytes must be at least max_entry_bytes, or no largest entry fits");
   }
   service_options.admin_timeout = o.admin_timeout;
+  service_options.slow_append = o.slow_append;
   if (!o.auth_token_file.empty()) {
     auto token = ReadWholeFile(o.auth_token_file, "auth_token_file");
     if (!token.ok()) return token.status();

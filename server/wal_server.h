@@ -45,6 +45,8 @@ struct ServerOptions {
   int producers = WriterOptions().producers;
   std::chrono::milliseconds append_timeout = WriterOptions().append_timeout;
   std::chrono::milliseconds admin_timeout = ServiceOptions().admin_timeout;
+  // An append stage slower than this is logged; zero: none.
+  std::chrono::milliseconds slow_append = ServiceOptions().slow_append;
   std::chrono::milliseconds startup_timeout = MetaOptions().startup_timeout;
   int max_concurrent_reads = static_cast<int>(ReaderOptions().max_concurrent_reads);
   // How often the slots are pruned (DeleteRecords); 0: never.

@@ -1,5 +1,6 @@
 #include "server/common/metrics.h"
 
+#include <algorithm>
 #include <chrono>
 #include <nlohmann/json.hpp>
 
@@ -77,6 +78,13 @@ constexpr Family kFamilies[] = {
     {"walserver_kafka_rx_bytes_total", "counter",
      "Bytes received from Kafka brokers (librdkafka)."},
     {"walserver_kafka_tx_messages_total", "counter", "Messages sent to Kafka (librdkafka)."},
+    {"walserver_kafka_tx_requests_total", "counter",
+     "Requests sent to Kafka brokers (librdkafka); messages per request show how well produce "
+     "calls are batched."},
+    {"walserver_append_stage_seconds", "histogram",
+     "Time appends spent in each stage: start (checks, until their records are handed to the "
+     "producers), kafka (until Kafka acknowledged the last record), answer (until the answer "
+     "left on the append stream). --slow_append_ms logs the appends whose stage took longer."},
     {"walserver_meta_healthy", "gauge",
      "1 while the metadata topic is being tailed without error."},
 };
@@ -84,6 +92,7 @@ constexpr Family kFamilies[] = {
 constexpr double kLatencyBuckets[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
                                       0.1,    0.25,  0.5,    1,     2.5,  5,     10};
 constexpr size_t kBucketCount = sizeof(kLatencyBuckets) / sizeof(kLatencyBuckets[0]);
+static_assert(kBucketCount == 14, "Metrics::StageStats::buckets has one counter per bucket");
 
 const Family* FindFamily(absl::string_view name) {
   for (const Family& f : kFamilies) {
@@ -191,6 +200,31 @@ void Metrics::RecordCall(absl::string_view method, int code, double seconds) {
   }
 }
 
+const char* AppendStageName(AppendStage stage) {
+  switch (stage) {
+    case AppendStage::kStart:
+      return "start";
+    case AppendStage::kKafka:
+      return "kafka";
+    case AppendStage::kAnswer:
+      return "answer";
+  }
+  return "unknown";
+}
+
+void Metrics::RecordAppendStage(AppendStage stage, double seconds) {
+  StageStats& s = stages_[static_cast<int>(stage)];
+  s.count.fetch_add(1, std::memory_order_relaxed);
+  s.sum_ns.fetch_add(static_cast<uint64_t>(std::max(0.0, seconds) * 1e9),
+                     std::memory_order_relaxed);
+  for (size_t i = 0; i < kBucketCount; ++i) {
+    if (seconds <= kLatencyBuckets[i]) {
+      s.buckets[i].fetch_add(1, std::memory_order_relaxed);
+      break;
+    }
+  }
+}
+
 void Metrics::AddCollector(Collector collector) {
   std::lock_guard<std::mutex> lock(mu_);
   collectors_.push_back(std::move(collector));
@@ -225,6 +259,24 @@ std::string Metrics::Render() const {
       w.Sample("walserver_rpc_latency_seconds", labels, static_cast<double>(s.count), "_count");
     }
     collectors = collectors_;
+  }
+  for (int stage = 0; stage < kAppendStages; ++stage) {
+    const StageStats& s = stages_[stage];
+    const std::string name = AppendStageName(static_cast<AppendStage>(stage));
+    uint64_t cumulative = 0;
+    for (size_t i = 0; i < kBucketCount; ++i) {
+      cumulative += s.buckets[i].load(std::memory_order_relaxed);
+      w.Sample("walserver_append_stage_seconds",
+               {{"stage", name}, {"le", absl::StrFormat("%g", kLatencyBuckets[i])}},
+               static_cast<double>(cumulative), "_bucket");
+    }
+    const uint64_t count = s.count.load(std::memory_order_relaxed);
+    w.Sample("walserver_append_stage_seconds", {{"stage", name}, {"le", "+Inf"}},
+             static_cast<double>(count), "_bucket");
+    w.Sample("walserver_append_stage_seconds", {{"stage", name}},
+             s.sum_ns.load(std::memory_order_relaxed) / 1e9, "_sum");
+    w.Sample("walserver_append_stage_seconds", {{"stage", name}}, static_cast<double>(count),
+             "_count");
   }
   w.Sample("walserver_append_bytes_total", {}, static_cast<double>(append_bytes.load()));
   w.Sample("walserver_append_entries_total", {}, static_cast<double>(append_entries.load()));
@@ -275,6 +327,7 @@ void WriteKafkaStats(const std::string& client, const std::string& stats_json, M
   w.Sample("walserver_kafka_tx_bytes_total", {{"client", client}}, number(stats, "tx_bytes"));
   w.Sample("walserver_kafka_rx_bytes_total", {{"client", client}}, number(stats, "rx_bytes"));
   w.Sample("walserver_kafka_tx_messages_total", {{"client", client}}, number(stats, "txmsgs"));
+  w.Sample("walserver_kafka_tx_requests_total", {{"client", client}}, number(stats, "tx"));
   auto brokers = stats.find("brokers");
   if (brokers == stats.end() || !brokers->is_object()) return;
   for (const auto& [name, broker] : brokers->items()) {

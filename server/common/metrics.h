@@ -34,12 +34,23 @@ class MetricWriter {
   std::vector<std::string> seen_;
 };
 
+// The stages of an append, each timed by the code that ends it: from the server reading it to
+// handing its records to the producers (checks, catching up with the metadata topic); from
+// there to Kafka acknowledging its last record; from then to its answer leaving on the append
+// stream (unary calls do not time this stage).
+enum class AppendStage { kStart, kKafka, kAnswer };
+inline constexpr int kAppendStages = 3;
+const char* AppendStageName(AppendStage stage);
+
 class Metrics {
  public:
   using Collector = std::function<void(MetricWriter&)>;
 
   // Calls by method and status code, with a latency histogram.
   void RecordCall(absl::string_view method, int code, double seconds);
+  // One append's time in one stage, into a histogram per stage (without a lock: every append
+  // passes here up to three times).
+  void RecordAppendStage(AppendStage stage, double seconds);
 
   std::atomic<uint64_t> append_bytes{0};
   std::atomic<uint64_t> append_entries{0};
@@ -71,6 +82,12 @@ class Metrics {
     double sum = 0;
     std::vector<uint64_t> buckets;  // cumulative at render time, per bucket here
   };
+  struct StageStats {
+    std::atomic<uint64_t> count{0};
+    std::atomic<uint64_t> sum_ns{0};
+    std::atomic<uint64_t> buckets[14] = {};  // one per latency bucket of metrics.cc
+  };
+  StageStats stages_[kAppendStages];
   mutable std::mutex mu_;
   std::map<std::pair<std::string, int>, CallStats> calls_ ABSL_GUARDED_BY(mu_);
   std::vector<Collector> collectors_ ABSL_GUARDED_BY(mu_);

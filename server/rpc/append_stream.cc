@@ -9,11 +9,12 @@
 namespace wal {
 
 AppendStreamReactor::AppendStreamReactor(Starter start, Clock::time_point stream_deadline,
-                                         Metrics* metrics,
+                                         Metrics* metrics, AppendStages* stages,
                                          std::function<void(AppendStreamReactor*)> on_done)
     : start_(std::move(start)),
       stream_deadline_(stream_deadline),
       metrics_(metrics),
+      stages_(stages),
       on_done_(std::move(on_done)) {
   std::lock_guard<std::mutex> lock(mu_);
   reading_ = true;
@@ -80,10 +81,12 @@ void AppendStreamReactor::Answer(uint64_t request_id, Clock::time_point arrived,
     result.set_code(status.error_code());
     result.set_message(status.error_message());
   }
+  const Clock::time_point now = Clock::now();
   metrics_->RecordCall("StreamedAppend", result.code(),
-                       std::chrono::duration<double>(Clock::now() - arrived).count());
+                       std::chrono::duration<double>(now - arrived).count());
   std::unique_lock<std::mutex> lock(mu_);
   answers_.push_back(std::move(result));
+  answered_at_.push_back(now);
   if (started) --started_;
   Pump();
   if (!Gone()) return;
@@ -99,6 +102,8 @@ void AppendStreamReactor::Pump() {
     for (v1::AppendResult& answer : answers_) response_.add_results()->Swap(&answer);
     unanswered_ -= answers_.size();
     answers_.clear();
+    writing_answered_at_.swap(answered_at_);
+    answered_at_.clear();
     writing_ = true;
     StartWrite(&response_);
   }
@@ -128,6 +133,13 @@ void AppendStreamReactor::Stop() {
 void AppendStreamReactor::OnWriteDone(bool ok) {
   std::lock_guard<std::mutex> lock(mu_);
   writing_ = false;
+  if (ok) {
+    const Clock::time_point now = Clock::now();
+    for (const Clock::time_point at : writing_answered_at_) {
+      stages_->Record(AppendStage::kAnswer, now - at);
+    }
+  }
+  writing_answered_at_.clear();
   if (!ok) broken_ = true;
   Pump();
 }

@@ -21,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "server/common/deadline.h"
 #include "server/common/metrics.h"
+#include "server/rpc/append_stages.h"
 #include "wal/v1/wal.grpc.pb.h"
 
 namespace wal {
@@ -44,9 +45,10 @@ class AppendStreamReactor final
   // `stream_deadline` is the call's (time_point::max() for none): an append without a timeout of
   // its own gets it (the writer bounds it further by its append timeout). `on_done` runs last,
   // just before the reactor deletes itself.
-  // Each append is counted in `metrics` as a call of method "StreamedAppend".
+  // Each append is counted in `metrics` as a call of method "StreamedAppend", and its answer
+  // stage (from its completion until the write carrying its answer is done) in `stages`.
   AppendStreamReactor(Starter start, Clock::time_point stream_deadline, Metrics* metrics,
-                      std::function<void(AppendStreamReactor*)> on_done);
+                      AppendStages* stages, std::function<void(AppendStreamReactor*)> on_done);
 
   // Ends the stream for shutdown: appends already started are answered, then the call ends
   // UNAVAILABLE; appends read meanwhile are refused with UNAVAILABLE (nothing written).
@@ -70,14 +72,17 @@ class AppendStreamReactor final
   const Starter start_;
   const Clock::time_point stream_deadline_;
   Metrics* const metrics_;
+  AppendStages* const stages_;
   const std::function<void(AppendStreamReactor*)> on_done_;
 
   v1::AppendStreamRequest request_;    // filled by the read in flight
   v1::AppendStreamResponse response_;  // sent by the write in flight
 
   std::mutex mu_;
-  std::vector<v1::AppendResult> answers_ ABSL_GUARDED_BY(mu_);  // waiting for a write
-  size_t started_ ABSL_GUARDED_BY(mu_) = 0;                     // appends not completed yet
+  std::vector<v1::AppendResult> answers_ ABSL_GUARDED_BY(mu_);               // waiting for a write
+  std::vector<Clock::time_point> answered_at_ ABSL_GUARDED_BY(mu_);          // one per answers_
+  std::vector<Clock::time_point> writing_answered_at_ ABSL_GUARDED_BY(mu_);  // the write's
+  size_t started_ ABSL_GUARDED_BY(mu_) = 0;     // appends not completed yet
   size_t unanswered_ ABSL_GUARDED_BY(mu_) = 0;  // started, or answered but not written
   bool reading_ ABSL_GUARDED_BY(mu_) = false;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;

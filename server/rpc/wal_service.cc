@@ -150,6 +150,7 @@ WalServiceImpl::WalServiceImpl(ServiceOptions options, MetaStore* meta, EntryWri
       reader_(reader),
       slot_ends_(kafka),
       metrics_(metrics),
+      stages_(metrics, options_.slow_append),
       admin_pool_(options.admin_threads) {}
 
 Clock::time_point WalServiceImpl::AdminDeadline(grpc::CallbackServerContext* ctx) const {
@@ -299,8 +300,8 @@ absl::Status WalServiceImpl::PrepareAppend(const v1::AppendRequest& request,
   return absl::OkStatus();
 }
 
-void WalServiceImpl::StartAppend(Clock::time_point deadline, std::vector<AppendItem> items,
-                                 AppendDone done) {
+void WalServiceImpl::StartAppend(Clock::time_point arrived, Clock::time_point deadline,
+                                 std::vector<AppendItem> items, AppendDone done) {
   uint64_t bytes = 0;
   for (const AppendItem& item : items) bytes += item.data.size();
   // Backpressure: past the cap, say so instead of queueing without bound. A request alone always
@@ -315,21 +316,26 @@ void WalServiceImpl::StartAppend(Clock::time_point deadline, std::vector<AppendI
     return;
   }
   ++metrics_->appends_in_flight;
-  writer_->Append(std::move(items), deadline,
-                  [this, bytes, done = std::move(done)](absl::StatusOr<std::vector<uint64_t>> ids) {
-                    --metrics_->appends_in_flight;
-                    inflight_append_bytes_ -= bytes;
-                    if (ids.ok()) {
-                      metrics_->append_bytes += bytes;
-                      metrics_->append_entries += ids->size();
-                    }
-                    done(std::move(ids));
-                  });
+  const Clock::time_point handed = Clock::now();
+  stages_.Record(AppendStage::kStart, handed - arrived);
+  writer_->Append(
+      std::move(items), deadline,
+      [this, bytes, handed, done = std::move(done)](absl::StatusOr<std::vector<uint64_t>> ids) {
+        stages_.Record(AppendStage::kKafka, Clock::now() - handed);
+        --metrics_->appends_in_flight;
+        inflight_append_bytes_ -= bytes;
+        if (ids.ok()) {
+          metrics_->append_bytes += bytes;
+          metrics_->append_entries += ids->size();
+        }
+        done(std::move(ids));
+      });
 }
 
 void WalServiceImpl::DoAppend(std::shared_ptr<const v1::AppendRequest> request,
                               Clock::time_point deadline, Clock::time_point admin_deadline,
                               AppendDone done) {
+  const Clock::time_point arrived = Clock::now();
   std::vector<AppendItem> items;
   bool epoch_ahead = false;
   absl::Status status = PrepareAppend(*request, &items, &epoch_ahead);
@@ -338,13 +344,13 @@ void WalServiceImpl::DoAppend(std::shared_ptr<const v1::AppendRequest> request,
     return;
   }
   if (status.ok() && !epoch_ahead) {
-    StartAppend(deadline, std::move(items), std::move(done));
+    StartAppend(arrived, deadline, std::move(items), std::move(done));
     return;
   }
   // A namespace or an epoch this server has not seen: another server may have just created or
   // acquired it. Catch up with the metadata topic (off the gRPC thread) and look again; an
   // epoch still unknown was never issued.
-  admin_pool_.Post([this, request = std::move(request), deadline, admin_deadline,
+  admin_pool_.Post([this, request = std::move(request), arrived, deadline, admin_deadline,
                     done = std::move(done)]() mutable {
     if (absl::Status s = meta_->CatchUp(admin_deadline); !s.ok()) {
       done(std::move(s));
@@ -362,7 +368,7 @@ void WalServiceImpl::DoAppend(std::shared_ptr<const v1::AppendRequest> request,
       done(std::move(s));
       return;
     }
-    StartAppend(deadline, std::move(items), std::move(done));
+    StartAppend(arrived, deadline, std::move(items), std::move(done));
   });
 }
 
@@ -441,7 +447,7 @@ WalServiceImpl::AppendStream(grpc::CallbackServerContext* ctx) {
             std::min(Clock::now() + options_.admin_timeout, AnswerBy(deadline));
         DoAppend(std::move(request), deadline, admin_deadline, std::move(done));
       },
-      SteadyDeadline(*ctx), metrics_,
+      SteadyDeadline(*ctx), metrics_, &stages_,
       [this](AppendStreamReactor* done) {
         std::lock_guard<std::mutex> lock(streams_mu_);
         streams_.erase(done);

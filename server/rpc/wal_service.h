@@ -23,6 +23,7 @@
 #include "server/log/entry_reader.h"
 #include "server/log/entry_writer.h"
 #include "server/meta/meta_store.h"
+#include "server/rpc/append_stages.h"
 #include "server/rpc/append_stream.h"
 #include "wal/v1/wal.grpc.pb.h"
 
@@ -38,6 +39,8 @@ struct ServiceOptions {
   int admin_threads = 64;
   // When set, every call must carry "authorization: Bearer <auth_token>" (else UNAUTHENTICATED).
   std::string auth_token;
+  // An append stage that takes longer is logged (AppendStages); zero logs none.
+  std::chrono::milliseconds slow_append{100};
 };
 
 class WalServiceImpl final : public v1::WalService::CallbackService {
@@ -103,7 +106,9 @@ class WalServiceImpl final : public v1::WalService::CallbackService {
   absl::Status PrepareAppend(const v1::AppendRequest& request, std::vector<AppendItem>* items,
                              bool* epoch_ahead);
   // Hands prepared items to the writer (after the in-flight cap); `done` runs exactly once.
-  void StartAppend(Clock::time_point deadline, std::vector<AppendItem> items, AppendDone done);
+  // `arrived`: when the server read the append, for its start stage.
+  void StartAppend(Clock::time_point arrived, Clock::time_point deadline,
+                   std::vector<AppendItem> items, AppendDone done);
   // Runs `work` on the admin pool and finishes the call with its status.
   grpc::ServerUnaryReactor* Defer(grpc::CallbackServerContext* ctx,
                                   std::function<absl::Status(Clock::time_point)> work);
@@ -123,6 +128,7 @@ class WalServiceImpl final : public v1::WalService::CallbackService {
   EntryReader* const reader_;
   mutable SlotEnds slot_ends_;  // on `kafka`
   Metrics* const metrics_;
+  AppendStages stages_;
   std::atomic<uint64_t> inflight_append_bytes_{0};
   std::mutex streams_mu_;
   std::set<AppendStreamReactor*> streams_ ABSL_GUARDED_BY(streams_mu_);

@@ -36,6 +36,15 @@ after_bytes=$(metric walserver_append_bytes_total)
 [[ $(metric 'walserver_rpc_latency_seconds_count{method="StreamedAppend",code="OK"}') -eq 2 ]] ||
   fail "latency histogram count"
 [[ $(metric walserver_namespaces) -eq 1 ]] || fail "namespaces gauge"
+# Both appends passed each stage; the answer stage ends when the stream's write is done, which
+# may be just after walctl has its answer.
+[[ $(metric 'walserver_append_stage_seconds_count{stage="start"}') -eq 2 ]] || fail "start stage count"
+[[ $(metric 'walserver_append_stage_seconds_count{stage="kafka"}') -eq 2 ]] || fail "kafka stage count"
+for _ in $(seq 1 40); do
+  [[ $(metric 'walserver_append_stage_seconds_count{stage="answer"}') -eq 2 ]] && break
+  sleep 0.05
+done
+[[ $(metric 'walserver_append_stage_seconds_count{stage="answer"}') -eq 2 ]] || fail "answer stage count"
 # Nothing waits for Kafka once the appends are answered; the limit is 4 x the 64 MiB max entry.
 [[ $(metric walserver_append_bytes_in_flight) -eq 0 ]] || fail "append bytes in flight at rest"
 [[ $(metric walserver_append_bytes_in_flight_limit) -eq $((256 << 20)) ]] ||
@@ -52,4 +61,7 @@ curl -sf "http://$HTTP/metrics" | grep -q '^walserver_kafka_broker_up{.*} 1$' ||
 curl -sf "http://$HTTP/metrics" |
   awk '/^walserver_kafka_tx_bytes_total\{/ { sum += $2 } END { exit !(sum > 0) }' ||
   fail "walserver_kafka_tx_bytes_total from librdkafka statistics"
+curl -sf "http://$HTTP/metrics" |
+  awk '/^walserver_kafka_tx_requests_total\{/ { sum += $2 } END { exit !(sum > 0) }' ||
+  fail "walserver_kafka_tx_requests_total from librdkafka statistics"
 echo "metrics_test: all checks passed"

@@ -98,13 +98,14 @@ TEST(Metrics, KafkaStatisticsBecomeBrokerStateAndTraffic) {
   std::string out;
   MetricWriter w(&out);
   WriteKafkaStats("p0",
-                  R"({"tx_bytes": 10, "rx_bytes": 20, "txmsgs": 3, "brokers": {
+                  R"({"tx_bytes": 10, "rx_bytes": 20, "txmsgs": 3, "tx": 2, "brokers": {
                         "b1:9092/1": {"state": "UP", "source": "configured"},
                         "b2:9092/2": {"state": "DOWN", "source": "learned"},
                         "GroupCoordinator": {"state": "UP", "source": "internal"}}})",
                   w);
   const Exposition e = Parse(out);
   EXPECT_EQ(e.samples.at(R"(walserver_kafka_tx_bytes_total{client="p0"})"), 10);
+  EXPECT_EQ(e.samples.at(R"(walserver_kafka_tx_requests_total{client="p0"})"), 2);
   EXPECT_EQ(e.samples.at(R"(walserver_kafka_broker_up{client="p0",broker="b1:9092/1"})"), 1);
   EXPECT_EQ(e.samples.at(R"(walserver_kafka_broker_up{client="p0",broker="b2:9092/2"})"), 0);
   EXPECT_EQ(e.samples.count(R"(walserver_kafka_broker_up{client="p0",broker="GroupCoordinator"})"),
