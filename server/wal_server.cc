@@ -401,6 +401,7 @@ absl::Status WalServer::StartGrpc(const ServerOptions& o) {
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxSendMessageSize(message_limit);
   server_ = builder.BuildAndStart();
+  if (server_) awake_ = std::make_unique<CallbackThreadsAwake>(server_.get());
   for (size_t i = 0; i < listens.size(); ++i) {
     if (!server_ || ports[i] == 0) {
       return absl::UnavailableError(absl::StrCat(
@@ -500,6 +501,7 @@ WalServer::~WalServer() { Shutdown(); }
 void WalServer::Shutdown(std::chrono::milliseconds grace) {
   // The pruner's step in progress (bounded) ends while the calls finish.
   if (pruner_) pruner_->Stop();
+  awake_.reset();  // its calls must not keep the server's Shutdown waiting
   http_.reset();
   // Reads end at once (a following read would otherwise hold the grace period); appends in
   // flight finish within it and reach their callers.

@@ -19,6 +19,7 @@
 #include "server/log/entry_writer.h"
 #include "server/meta/meta_store.h"
 #include "server/meta/pruner.h"
+#include "server/rpc/callback_threads_awake.h"
 #include "server/rpc/health_service.h"
 #include "server/rpc/http_endpoint.h"
 #include "server/rpc/wal_service.h"
@@ -120,6 +121,7 @@ class WalServer {
   std::unique_ptr<WalServiceImpl> service_;
   std::unique_ptr<HealthService> health_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<CallbackThreadsAwake> awake_;  // while server_ serves
   std::unique_ptr<HttpEndpoint> http_;
   std::unique_ptr<Pruner> pruner_;
 };

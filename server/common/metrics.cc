@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "grpcpp/server_context.h"
 #include "server/common/deadline.h"
 
 namespace wal {
@@ -138,7 +139,7 @@ const char* CodeName(int code) {
 class MetricsInterceptor : public grpc::experimental::Interceptor {
  public:
   MetricsInterceptor(grpc::experimental::ServerRpcInfo* info, Metrics* metrics)
-      : metrics_(metrics), start_(Clock::now()) {
+      : info_(info), metrics_(metrics), start_(Clock::now()) {
     // "/wal.v1.WalService/Append" -> "Append"
     const absl::string_view full = info->method();
     method_ = std::string(full.substr(full.rfind('/') + 1));
@@ -146,7 +147,8 @@ class MetricsInterceptor : public grpc::experimental::Interceptor {
 
   void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
     if (methods->QueryInterceptionHookPoint(
-            grpc::experimental::InterceptionHookPoints::PRE_SEND_STATUS)) {
+            grpc::experimental::InterceptionHookPoints::PRE_SEND_STATUS) &&
+        info_->server_context()->client_metadata().count(kInternalCallKey) == 0) {
       const std::chrono::duration<double> elapsed = Clock::now() - start_;
       metrics_->RecordCall(method_, methods->GetSendStatus().error_code(), elapsed.count());
     }
@@ -154,6 +156,7 @@ class MetricsInterceptor : public grpc::experimental::Interceptor {
   }
 
  private:
+  grpc::experimental::ServerRpcInfo* info_;
   Metrics* metrics_;
   std::string method_;
   Clock::time_point start_;

@@ -93,7 +93,11 @@ class Metrics {
   std::vector<Collector> collectors_ ABSL_GUARDED_BY(mu_);
 };
 
-// Records every RPC (method, final status code, latency) into Metrics.
+// Calls whose metadata carries this key are walserver's own (rpc/callback_threads_awake.h) and
+// are not counted.
+inline constexpr char kInternalCallKey[] = "walserver-internal";
+
+// Records every RPC (method, final status code, latency) into Metrics, but walserver's own.
 class MetricsInterceptorFactory : public grpc::experimental::ServerInterceptorFactoryInterface {
  public:
   explicit MetricsInterceptorFactory(Metrics* metrics) : metrics_(metrics) {}
