@@ -254,10 +254,9 @@ absl::Status WalServiceImpl::PrepareAppend(const v1::AppendRequest& request,
   std::vector<std::pair<uint64_t, AppendRoute>> known;
   for (int i = 0; i < request.entries_size(); ++i) {
     const v1::Entry& entry = request.entries(i);
-    if (absl::Status s =
-            CheckId(entry.namespace_id(), absl::StrCat("entries[", i, "].namespace_id"));
-        !s.ok()) {
-      return s;
+    // The field's name only for a bad entry: this runs for every entry appended.
+    if (entry.namespace_id() == 0) {
+      return CheckId(0, absl::StrCat("entries[", i, "].namespace_id"));
     }
     if (entry.data().size() > options_.max_entry_bytes) {
       return absl::InvalidArgumentError(
