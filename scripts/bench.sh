@@ -31,6 +31,7 @@ fi
 if [[ "${WALPEER:-}" != false ]]; then
   # shellcheck disable=SC2086  # WALPEER_ARGS is a list of flags
   "$peer" --brokers="$KAFKA_BOOTSTRAP" --walserver="$build/server/walserver" \
+    --broker_pid="$(cat "$temporary_broker_dir/pid")" \
     --csv=bench/results/walpeer.csv ${WALPEER_ARGS:-} | tee bench/results/walpeer.txt
 fi
 echo "bench.sh: results in bench/results/"

@@ -58,7 +58,7 @@ if ! $quick; then
     cargo build --offline --locked --release)
   # Outside ctest, so its own time limit (a smoke run takes about 10 s).
   WALPEER=$CARGO_TARGET_DIR/release/walpeer WALSERVER=$walserver_binary \
-    WALCTL=$(realpath "${BUILD_DIR:-build}/client/walctl") timeout 600 tests/scripts/walpeer_smoke_test.sh
+    WAL_TEST_BROKER_PID=$(cat "$temporary_broker_dir/pid") WALCTL=$(realpath "${BUILD_DIR:-build}/client/walctl") timeout 600 tests/scripts/walpeer_smoke_test.sh
 fi
 if $quick; then
   echo "== quick run passed (the whole suite adds the Kafka versions, sanitizer builds, fault tests and fuzzers)"

@@ -55,13 +55,16 @@ struct Args {
     fetch_bytes: i32,
     csv: Option<String>,
     walserver_args: Vec<String>,
+    /// The broker's process, to report its CPU per GB beside each path's (same host only).
+    broker_pid: Option<u32>,
 }
 
 const USAGE: &str =
     "walpeer --brokers=HOST:PORT --walserver=PATH [--modes=batched,single,latency,replay]
   [--seconds=5] [--runs=3] [--entry_bytes=1024] [--batch=64] [--callers=4] [--single_callers=64]
   [--payload=random|timeseries] [--compression=none|lz4] [--replay_mib=64] [--latency_load=0.5]
-  [--topics=16] [--fetch_bytes=8388608] [--csv=FILE] [--walserver_args=--a=1,--b=2] [--smoke]";
+  [--topics=16] [--fetch_bytes=8388608] [--csv=FILE] [--walserver_args=--a=1,--b=2]
+  [--broker_pid=PID] [--smoke]";
 
 fn parse_args() -> Result<Args, String> {
     let mut a = Args {
@@ -82,6 +85,7 @@ fn parse_args() -> Result<Args, String> {
         fetch_bytes: 8 << 20,
         csv: None,
         walserver_args: Vec::new(),
+        broker_pid: None,
     };
     for arg in std::env::args().skip(1) {
         if arg == "--smoke" {
@@ -118,6 +122,7 @@ fn parse_args() -> Result<Args, String> {
             "fetch_bytes" => a.fetch_bytes = number(value)? as i32,
             "csv" => a.csv = Some(value.into()),
             "walserver_args" => a.walserver_args = value.split(',').map(String::from).collect(),
+            "broker_pid" => a.broker_pid = Some(number(value)? as u32),
             _ => return Err(format!("unknown flag --{name}\n{USAGE}")),
         }
     }
@@ -325,10 +330,12 @@ impl Bench {
     ) -> Result<f64, String> {
         let mut rates = vec![Vec::new(); self.sinks.len()];
         let mut cpus = vec![Vec::new(); self.sinks.len()];
+        let mut broker_cpus = vec![Vec::new(); self.sinks.len()];
         for round in 0..self.args.runs {
             for i in 0..self.sinks.len() {
                 let (path, sink) = (self.sinks[i].0, Arc::clone(&self.sinks[i].1));
                 let cpu0 = self.cpu(path);
+                let broker0 = self.args.broker_pid.map(process_cpu_seconds);
                 let started = Instant::now();
                 let stop = started + Duration::from_secs_f64(self.args.seconds);
                 let mut tasks = JoinSet::new();
@@ -353,6 +360,9 @@ impl Bench {
                 let seconds = started.elapsed().as_secs_f64();
                 let gb = (appended * self.args.entry_bytes) as f64 / 1e9;
                 let cpu_per_gb = (self.cpu(path) - cpu0) / gb;
+                if let (Some(pid), Some(before)) = (self.args.broker_pid, broker0) {
+                    broker_cpus[i].push((process_cpu_seconds(pid) - before) / gb);
+                }
                 let rate = appended as f64 / seconds;
                 self.record(mode, path, round, rate, "entries/s", cpu_per_gb);
                 rates[i].push(rate);
@@ -361,6 +371,18 @@ impl Bench {
         }
         println!("\n{mode}: {callers} callers, {batch} entries per call");
         self.report(&rates, &cpus, "entries/s");
+        if self.args.broker_pid.is_some() {
+            // The host's two cores are shared by the broker and the path: what the path costs the
+            // broker decides how much of them is left for the path itself.
+            for (i, (path, _)) in self.sinks.iter().enumerate() {
+                println!(
+                    "  {:<16} broker CPU {:.2} s/GB, path and broker {:.2} s/GB",
+                    path.name(),
+                    median(&broker_cpus[i]),
+                    median(&broker_cpus[i]) + median(&cpus[i])
+                );
+            }
+        }
         Ok(median(&rates[self.sinks.len() - 1]))
     }
 
