@@ -35,9 +35,9 @@ class MetricWriter {
 };
 
 // The stages of an append, each timed by the code that ends it: from the server reading it to
-// handing its records to the producers (checks, catching up with the metadata topic); from
-// there to Kafka acknowledging its last record; from then to its answer leaving on the append
-// stream (unary calls do not time this stage).
+// handing its records to the producers, or to its refusal (checks, catching up with the metadata
+// topic); from there to Kafka acknowledging its last record; from then to its answer leaving on
+// the append stream (unary calls do not time this stage).
 enum class AppendStage { kStart, kKafka, kAnswer };
 inline constexpr int kAppendStages = 3;
 const char* AppendStageName(AppendStage stage);
@@ -93,9 +93,11 @@ class Metrics {
   std::vector<Collector> collectors_ ABSL_GUARDED_BY(mu_);
 };
 
-// Calls whose metadata carries this key are walserver's own (rpc/callback_threads_awake.h) and
-// are not counted.
+// Health checks whose metadata carries kInternalCallKey set to InternalCallToken() are
+// walserver's own (rpc/callback_threads_awake.h) and are not counted. The token is random per
+// process, so that no client can keep its calls out of the figures.
 inline constexpr char kInternalCallKey[] = "walserver-internal";
+const std::string& InternalCallToken();
 
 // Records every RPC (method, final status code, latency) into Metrics, but walserver's own.
 class MetricsInterceptorFactory : public grpc::experimental::ServerInterceptorFactoryInterface {

@@ -14,7 +14,7 @@ CallbackThreadsAwake::CallbackThreadsAwake(grpc::Server* server) {
     while (!cv_.wait_for(lock, kInterval, [this] { return stop_; })) {
       lock.unlock();
       grpc::ClientContext ctx;
-      ctx.AddMetadata(kInternalCallKey, "wake");
+      ctx.AddMetadata(kInternalCallKey, InternalCallToken());
       ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
       grpc::health::v1::HealthCheckRequest request;
       grpc::health::v1::HealthCheckResponse response;

@@ -7,8 +7,8 @@
 // reads it: measured, the first appends after 1 s of quiet took 95-125 ms instead of 1-3 ms
 // (strace: both threads in a 100 ms nanosleep while the client's bytes sat in the socket).
 // An in-process call to the health service every 250 ms gives one of them work well within
-// each second, so at least one is always waiting on the sockets. The calls carry
-// kInternalCallKey (common/metrics.h), so that /metrics leaves them out.
+// each second, so at least one is always waiting on the sockets. The calls carry this process's
+// InternalCallToken (common/metrics.h), so that /metrics leaves them out.
 #pragma once
 
 #include <chrono>

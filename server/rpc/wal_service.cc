@@ -299,6 +299,12 @@ absl::Status WalServiceImpl::PrepareAppend(const v1::AppendRequest& request,
   return absl::OkStatus();
 }
 
+void WalServiceImpl::Refuse(Clock::time_point arrived, const AppendDone& done,
+                            absl::Status status) {
+  stages_.Record(AppendStage::kStart, Clock::now() - arrived);
+  done(std::move(status));
+}
+
 void WalServiceImpl::StartAppend(Clock::time_point arrived, Clock::time_point deadline,
                                  std::vector<AppendItem> items, AppendDone done) {
   uint64_t bytes = 0;
@@ -308,10 +314,11 @@ void WalServiceImpl::StartAppend(Clock::time_point arrived, Clock::time_point de
   const uint64_t before = inflight_append_bytes_.fetch_add(bytes);
   if (before + bytes > options_.max_inflight_append_bytes && before > 0) {
     inflight_append_bytes_ -= bytes;
-    done(absl::ResourceExhaustedError(
-        absl::StrCat("appends of ", before, " bytes are already waiting for Kafka (limit ",
-                     options_.max_inflight_append_bytes,
-                     " bytes, max_inflight_append_bytes); nothing was written, retry later")));
+    Refuse(arrived, done,
+           absl::ResourceExhaustedError(absl::StrCat(
+               "appends of ", before, " bytes are already waiting for Kafka (limit ",
+               options_.max_inflight_append_bytes,
+               " bytes, max_inflight_append_bytes); nothing was written, retry later")));
     return;
   }
   ++metrics_->appends_in_flight;
@@ -339,7 +346,7 @@ void WalServiceImpl::DoAppend(std::shared_ptr<const v1::AppendRequest> request,
   bool epoch_ahead = false;
   absl::Status status = PrepareAppend(*request, &items, &epoch_ahead);
   if (!status.ok() && !absl::IsNotFound(status)) {
-    done(std::move(status));
+    Refuse(arrived, done, std::move(status));
     return;
   }
   if (status.ok() && !epoch_ahead) {
@@ -352,7 +359,7 @@ void WalServiceImpl::DoAppend(std::shared_ptr<const v1::AppendRequest> request,
   admin_pool_.Post([this, request = std::move(request), arrived, deadline, admin_deadline,
                     done = std::move(done)]() mutable {
     if (absl::Status s = meta_->CatchUp(admin_deadline); !s.ok()) {
-      done(std::move(s));
+      Refuse(arrived, done, std::move(s));
       return;
     }
     std::vector<AppendItem> items;
@@ -364,7 +371,7 @@ void WalServiceImpl::DoAppend(std::shared_ptr<const v1::AppendRequest> request,
           "nothing was written");
     }
     if (!s.ok()) {
-      done(std::move(s));
+      Refuse(arrived, done, std::move(s));
       return;
     }
     StartAppend(arrived, deadline, std::move(items), std::move(done));

@@ -105,6 +105,8 @@ class WalServiceImpl final : public v1::WalService::CallbackService {
   // acquisition through another server that the table has not caught up with yet).
   absl::Status PrepareAppend(const v1::AppendRequest& request, std::vector<AppendItem>* items,
                              bool* epoch_ahead);
+  // Answers an append that will not reach the writer with `status`, ending its start stage.
+  void Refuse(Clock::time_point arrived, const AppendDone& done, absl::Status status);
   // Hands prepared items to the writer (after the in-flight cap); `done` runs exactly once.
   // `arrived`: when the server read the append, for its start stage.
   void StartAppend(Clock::time_point arrived, Clock::time_point deadline,

@@ -129,6 +129,11 @@ fn parse_args() -> Result<Args, String> {
     if a.brokers.is_empty() || a.walserver.is_empty() {
         return Err(format!("--brokers and --walserver are required\n{USAGE}"));
     }
+    if let Some(pid) = a.broker_pid {
+        if std::fs::metadata(format!("/proc/{pid}/stat")).is_err() {
+            return Err(format!("--broker_pid={pid}: no such process on this host"));
+        }
+    }
     if a.entry_bytes < 8 {
         return Err("--entry_bytes: at least 8 (a replayed entry starts with its number)".into());
     }
