@@ -85,8 +85,9 @@ constexpr Family kFamilies[] = {
      "request show how well produce calls are batched."},
     {"walserver_append_stage_seconds", "histogram",
      "Time appends spent in each stage: start (checks, until their records are handed to the "
-     "producers), kafka (until Kafka acknowledged the last record), answer (until the answer "
-     "left on the append stream). --slow_append_ms logs the appends whose stage took longer."},
+     "producers or the append is refused), kafka (until Kafka acknowledged the last record), "
+     "answer (until the answer left on the append stream). --slow_append_ms logs the appends "
+     "whose stage took longer."},
     {"walserver_meta_healthy", "gauge",
      "1 while the metadata topic is being tailed without error."},
 };
