@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -27,7 +28,9 @@ constexpr uint64_t kNamespaces = 4;
 struct ReadCounts {
   std::atomic<uint64_t> entries{0};
   std::mutex mu;
+  std::condition_variable received;            // signalled at each entry
   std::map<uint64_t, uint64_t> per_namespace;  // entries received, under mu
+  std::map<uint64_t, int64_t> last_id;         // the id of the last entry received, under mu
   std::atomic<uint64_t> out_of_order{0};       // an id not above the one before, within a namespace
   std::atomic<uint64_t> deadline_missed{0};
   std::atomic<uint64_t> reads{0};
@@ -63,7 +66,9 @@ void Follow(const std::string& address, uint64_t ns, bool stall, uint32_t seed,
       {
         std::lock_guard<std::mutex> lock(counts.mu);
         ++counts.per_namespace[ns];
+        counts.last_id[ns] = last;
       }
+      counts.received.notify_all();
       if (stall && rng() % 200 == 0) std::this_thread::sleep_for(milliseconds(rng() % 3000));
     }
     ended = true;
@@ -136,15 +141,42 @@ TEST(SoakTest, StallingReadersFollowersAndCrashesInsideSplitEntries) {
     ++kills;
   }
   workload.Stop();
-  std::this_thread::sleep_for(seconds(3));  // the followers catch up with the last appends
+  ASSERT_TRUE(restarted.ok()) << restarted;
+  // The followers catch up with the last appends. After a restart each one finds its place by
+  // reading its slot from the namespace's start, so this takes seconds on a busy machine.
+  auto reader = Connect(address, seconds(60));
+  std::map<uint64_t, std::vector<v1::Entry>> logs;
+  for (uint64_t ns = 1; ns <= kNamespaces; ++ns) {
+    auto log = reader->ReadAll(ns);
+    ASSERT_TRUE(log.ok()) << log.status();
+    ASSERT_FALSE(log->empty()) << "namespace " << ns;
+    logs[ns] = std::move(*log);
+  }
+  const auto appends_stopped = Clock::now();
+  bool caught_up = false;
+  {
+    std::unique_lock<std::mutex> lock(follow_counts.mu);
+    caught_up = follow_counts.received.wait_for(lock, seconds(120), [&] {
+      for (const auto& [ns, log] : logs) {
+        if (follow_counts.last_id[ns] < static_cast<int64_t>(log.back().entry_id())) return false;
+      }
+      return true;
+    });
+  }
+  const double catch_up_seconds =
+      std::chrono::duration<double>(Clock::now() - appends_stopped).count();
   stop = true;
   for (auto& t : readers) t.join();
-  ASSERT_TRUE(restarted.ok()) << restarted;
+  for (const auto& [ns, log] : logs) {
+    EXPECT_TRUE(caught_up) << "namespace " << ns << ": the follower reached entry "
+                           << follow_counts.last_id[ns] << " of " << log.back().entry_id()
+                           << " in 120 s";
+  }
 
-  auto reader = Connect(address, seconds(60));
   const Verdict verdict = workload.Check(*reader);
   std::cerr << "RESULT soak " << soak_seconds << " s: " << kills << " kills; " << verdict.Summary()
             << "; followers read " << follow_counts.entries << ", stalling " << stall_counts.entries
+            << " (caught up " << catch_up_seconds << " s after the appends stopped)"
             << ", " << plain_counts.reads << " plain reads of " << plain_counts.entries
             << " entries; out of order " << follow_counts.out_of_order << "/"
             << stall_counts.out_of_order << "; deadlines missed " << plain_counts.deadline_missed
@@ -158,10 +190,8 @@ TEST(SoakTest, StallingReadersFollowersAndCrashesInsideSplitEntries) {
   EXPECT_GT(follow_counts.entries, 0u);
   EXPECT_GT(stall_counts.entries, 0u);
   // The followers (not stalling) got every entry of their namespace: none skipped.
-  for (uint64_t ns = 1; ns <= kNamespaces; ++ns) {
-    auto log = reader->ReadAll(ns);
-    ASSERT_TRUE(log.ok()) << log.status();
-    EXPECT_EQ(follow_counts.per_namespace[ns], log->size()) << "namespace " << ns;
+  for (const auto& [ns, log] : logs) {
+    EXPECT_EQ(follow_counts.per_namespace[ns], log.size()) << "namespace " << ns;
   }
 }
 
