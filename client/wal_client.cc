@@ -95,10 +95,23 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& opt
   if (options.target.empty()) return absl::InvalidArgumentError("no walserver address given");
   auto credentials = Credentials(options);
   if (!credentials.ok()) return credentials.status();
+  if (options.keepalive_time.count() != 0 &&
+      (options.keepalive_time < std::chrono::seconds(1) || options.keepalive_timeout.count() < 1)) {
+    return absl::InvalidArgumentError(
+        "keepalive_time must be 0 (no pings) or at least 1 s, and keepalive_timeout positive");
+  }
   grpc::ChannelArguments args;
   // Entries up to the server's limit (64 MiB by default) travel whole; the server enforces it.
   args.SetMaxReceiveMessageSize(-1);
   args.SetMaxSendMessageSize(-1);
+  if (options.keepalive_time.count() != 0) {
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, static_cast<int>(options.keepalive_time.count()));
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, static_cast<int>(options.keepalive_timeout.count()));
+    // Also on an idle channel, without limit: a dead connection is found before a call waits on
+    // it.
+    args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+    args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  }
   auto channel = grpc::CreateCustomChannel(options.target, *credentials, args);
   return OnChannel(std::move(channel), options);
 }

@@ -84,6 +84,13 @@ struct ClientOptions {
   // Identifies this client's appends (see "Retry-safe appends"); 0 picks a random id. Give two
   // clients the same id only if they never append to the same namespace.
   uint64_t writer_id = 0;
+  // HTTP/2 keepalive: ping walserver when nothing came from it for keepalive_time, and drop the
+  // connection when the answer takes longer than keepalive_timeout. Its calls end UNAVAILABLE
+  // and the next ones go on a new connection, so a connection cut off without a FIN (a dropped
+  // NAT entry, a host that lost power) is noticed within keepalive_time + keepalive_timeout.
+  // keepalive_time 0: no pings; else at least 1 s (walserver refuses faster pings).
+  std::chrono::milliseconds keepalive_time{10000};
+  std::chrono::milliseconds keepalive_timeout{5000};
   // Sent with every call as "authorization: Bearer <auth_token>" when not empty (walserver's
   // --auth_token_file).
   std::string auth_token;

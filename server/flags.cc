@@ -53,6 +53,10 @@ ABSL_FLAG(int, slow_append_ms, Millis(kDefaults.slow_append),
           "their answer's way back on a stream); 0 logs none");
 ABSL_FLAG(int, max_concurrent_reads, kDefaults.max_concurrent_reads,
           "Read streams beyond this get RESOURCE_EXHAUSTED");
+ABSL_FLAG(int, keepalive_time_ms, Millis(kDefaults.keepalive_time),
+          "Ping a client connection that sent nothing for this long (HTTP/2 keepalive); 0: never");
+ABSL_FLAG(int, keepalive_timeout_ms, Millis(kDefaults.keepalive_timeout),
+          "Close a connection whose answer to a ping takes longer than this, ending its calls");
 ABSL_FLAG(uint64_t, max_inflight_append_bytes, kDefaults.max_inflight_append_bytes,
           "Entry bytes of appends waiting for Kafka; an append beyond gets RESOURCE_EXHAUSTED. "
           "0 means 4 x max_entry_bytes");
@@ -115,6 +119,8 @@ absl::StatusOr<ServerOptions> ServerOptionsFromFlags(
   o.slow_append = milliseconds(absl::GetFlag(FLAGS_slow_append_ms));
   o.startup_timeout = milliseconds(absl::GetFlag(FLAGS_startup_timeout_ms));
   o.max_concurrent_reads = absl::GetFlag(FLAGS_max_concurrent_reads);
+  o.keepalive_time = milliseconds(absl::GetFlag(FLAGS_keepalive_time_ms));
+  o.keepalive_timeout = milliseconds(absl::GetFlag(FLAGS_keepalive_timeout_ms));
   o.prune_interval = milliseconds(absl::GetFlag(FLAGS_prune_interval_ms));
   o.prune_mode = absl::GetFlag(FLAGS_prune_mode);
   o.compression = absl::GetFlag(FLAGS_compression);

@@ -72,6 +72,10 @@ absl::Status Validate(const ServerOptions& o) {
   if (o.append_timeout.count() < 100 || o.admin_timeout.count() < 100) {
     return absl::InvalidArgumentError("append_timeout and admin_timeout must be at least 100 ms");
   }
+  if (o.keepalive_time.count() < 0 || o.keepalive_timeout.count() < 1) {
+    return absl::InvalidArgumentError(
+        "keepalive_time_ms must be 0 (no pings) or more, keepalive_timeout_ms at least 1");
+  }
   if (o.slow_append.count() < 0) {
     return absl::InvalidArgumentError("slow_append_ms must be 0 (log none) or more");
   }
@@ -400,6 +404,20 @@ absl::Status WalServer::StartGrpc(const ServerOptions& o) {
   // the same --listen would start and take part of the first one's connections. Refuse instead.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxSendMessageSize(message_limit);
+  // Keepalive (README, "Dead connections"). Clients' pings are accepted whether or not calls
+  // are open (they find a dead connection before a call waits on it), as often as every
+  // kMinClientPingInterval; walserver's own pings go on without limit on a connection that
+  // sends no data, such as an idle client's or a stalled follower's.
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+                             static_cast<int>(kMinClientPingInterval.count()));
+  if (o.keepalive_time.count() > 0) {
+    builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS,
+                               static_cast<int>(o.keepalive_time.count()));
+    builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+                               static_cast<int>(o.keepalive_timeout.count()));
+    builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  }
   server_ = builder.BuildAndStart();
   if (server_) awake_ = std::make_unique<CallbackThreadsAwake>(server_.get());
   for (size_t i = 0; i < listens.size(); ++i) {

@@ -50,6 +50,12 @@ struct ServerOptions {
   std::chrono::milliseconds slow_append = ServiceOptions().slow_append;
   std::chrono::milliseconds startup_timeout = MetaOptions().startup_timeout;
   int max_concurrent_reads = static_cast<int>(ReaderOptions().max_concurrent_reads);
+  // HTTP/2 keepalive: walserver pings a connection that sent nothing for keepalive_time and
+  // closes it when the answer takes longer than keepalive_timeout, so that a client that died or
+  // was cut off without a FIN frees its reads and appends. Zero: no pings from walserver. Clients
+  // may ping as often as every kMinClientPingInterval either way.
+  std::chrono::milliseconds keepalive_time{10000};
+  std::chrono::milliseconds keepalive_timeout{10000};
   // How often the slots are pruned (DeleteRecords); 0: never.
   std::chrono::milliseconds prune_interval{60000};
   // auto, delete or logical (meta/pruner.h, PruneMode).
@@ -69,6 +75,10 @@ struct ServerOptions {
   KafkaProperties kafka_properties;  // passed to every Kafka client
   std::string name;                  // in Kafka client ids and meta records
 };
+
+// The shortest interval between a client's pings walserver accepts; a client that pings more
+// often is sent GOAWAY (too_many_pings). walclient's keepalive may not be set below it.
+inline constexpr std::chrono::milliseconds kMinClientPingInterval{1000};
 
 class WalServer {
  public:

@@ -1,0 +1,125 @@
+#include "tests/support/tcp_proxy.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace wal::testing {
+namespace {
+
+sockaddr_in Ipv4(const std::string& host, uint16_t port) {
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(port);
+  inet_pton(AF_INET, host.c_str(), &address.sin_addr);
+  return address;
+}
+
+bool WriteAll(int fd, const char* data, size_t size) {
+  while (size > 0) {
+    const ssize_t n = send(fd, data, size, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    data += n;
+    size -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<TcpProxy>> TcpProxy::Start(const std::string& upstream) {
+  auto proxy = std::unique_ptr<TcpProxy>(new TcpProxy());
+  const size_t colon = upstream.rfind(':');
+  uint32_t port = 0;
+  if (colon == std::string::npos || !absl::SimpleAtoi(upstream.substr(colon + 1), &port)) {
+    return absl::InvalidArgumentError(absl::StrCat("not HOST:PORT: ", upstream));
+  }
+  proxy->upstream_host_ = upstream.substr(0, colon);
+  proxy->upstream_port_ = static_cast<uint16_t>(port);
+  proxy->listen_fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in address = Ipv4("127.0.0.1", 0);
+  socklen_t length = sizeof(address);
+  if (bind(proxy->listen_fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
+      listen(proxy->listen_fd_, 64) != 0 ||
+      getsockname(proxy->listen_fd_, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+    return absl::InternalError(absl::StrCat("proxy cannot listen: errno ", errno));
+  }
+  proxy->address_ = absl::StrCat("127.0.0.1:", ntohs(address.sin_port));
+  proxy->acceptor_ = std::thread([p = proxy.get()] { p->Accept(); });
+  return proxy;
+}
+
+TcpProxy::~TcpProxy() {
+  stop_ = true;
+  acceptor_.join();
+  std::vector<std::thread> pumps;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (int fd : fds_) shutdown(fd, SHUT_RDWR);
+    pumps.swap(pumps_);
+  }
+  for (std::thread& t : pumps) t.join();
+  std::lock_guard<std::mutex> lock(mu_);
+  for (int fd : fds_) close(fd);
+  close(listen_fd_);
+}
+
+void TcpProxy::BlackHoleExisting() { black_holed_below_ = accepted_.load(); }
+
+void TcpProxy::Accept() {
+  while (!stop_) {
+    pollfd p{listen_fd_, POLLIN, 0};
+    if (poll(&p, 1, 50) <= 0) continue;
+    const int client_fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (client_fd < 0) continue;
+    const int upstream_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    const sockaddr_in upstream = Ipv4(upstream_host_, upstream_port_);
+    if (connect(upstream_fd, reinterpret_cast<const sockaddr*>(&upstream), sizeof(upstream)) != 0) {
+      close(upstream_fd);
+      close(client_fd);  // as if the server refused
+      continue;
+    }
+    const int id = accepted_++;
+    std::lock_guard<std::mutex> lock(mu_);
+    fds_.push_back(client_fd);
+    fds_.push_back(upstream_fd);
+    pumps_.emplace_back([this, id, client_fd, upstream_fd] { Pump(id, client_fd, upstream_fd); });
+  }
+}
+
+void TcpProxy::Pump(int id, int client_fd, int upstream_fd) {
+  std::vector<char> buffer(64 * 1024);
+  pollfd fds[2] = {{client_fd, POLLIN, 0}, {upstream_fd, POLLIN, 0}};
+  while (!stop_) {
+    if (poll(fds, 2, 50) <= 0) continue;
+    for (int from = 0; from < 2; ++from) {
+      if (fds[from].revents == 0) continue;
+      const ssize_t n = recv(fds[from].fd, buffer.data(), buffer.size(), 0);
+      const bool black_hole = id < black_holed_below_.load();
+      if (n <= 0 && black_hole) {
+        fds[from].fd = -1;  // the close is swallowed too: the other side never hears of it
+        continue;
+      }
+      if (n <= 0) {
+        // One side closed: close the other too, as a real connection would end.
+        shutdown(fds[1 - from].fd, SHUT_RDWR);
+        return;
+      }
+      if (black_hole) continue;  // swallowed
+      if (!WriteAll(fds[1 - from].fd, buffer.data(), static_cast<size_t>(n))) {
+        shutdown(fds[from].fd, SHUT_RDWR);
+        return;
+      }
+    }
+  }
+}
+
+}  // namespace wal::testing
