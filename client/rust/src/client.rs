@@ -40,6 +40,14 @@ pub struct ClientOptions {
     /// Identifies this client's appends (see "Retry-safe appends"); 0 picks a random id. Give
     /// two clients the same id only if they never append to the same namespace.
     pub writer_id: u64,
+    /// HTTP/2 keepalive: ping walserver when nothing came from it for `keepalive_time`, and drop
+    /// the connection when the answer takes longer than `keepalive_timeout`. Its calls end
+    /// `Unavailable` and the next ones go on a new connection, so a connection cut off without a
+    /// FIN (a dropped NAT entry, a host that lost power) is noticed within the sum of the two.
+    /// Zero: no pings; else at least 1 s (walserver refuses faster pings). 10 s and 5 s.
+    pub keepalive_time: Duration,
+    /// See `keepalive_time`.
+    pub keepalive_timeout: Duration,
     /// Sent with every call as `authorization: Bearer <auth_token>` when not empty (walserver's
     /// `--auth_token_file`).
     pub auth_token: String,
@@ -65,6 +73,8 @@ impl ClientOptions {
             append_stream: true,
             checksums: true,
             writer_id: 0,
+            keepalive_time: Duration::from_secs(10),
+            keepalive_timeout: Duration::from_secs(5),
             auth_token: String::new(),
             tls_ca_file: None,
             tls_cert_file: None,
@@ -536,6 +546,13 @@ fn channel(options: &ClientOptions) -> Result<Channel, Status> {
     if target.is_empty() {
         return Err(Status::invalid_argument("no walserver address given"));
     }
+    if !options.keepalive_time.is_zero()
+        && (options.keepalive_time < Duration::from_secs(1) || options.keepalive_timeout.is_zero())
+    {
+        return Err(Status::invalid_argument(
+            "keepalive_time must be 0 (no pings) or at least 1 s, and keepalive_timeout positive",
+        ));
+    }
     let bad_target = |e: &dyn std::fmt::Display| {
         Status::invalid_argument(format!("bad walserver address {target:?}: {e}"))
     };
@@ -545,7 +562,7 @@ fn channel(options: &ClientOptions) -> Result<Channel, Status> {
         }
         let path = PathBuf::from(path);
         // The URI is not used to connect: the connector below dials the socket.
-        let endpoint = with_windows(Endpoint::from_static("http://walserver.local"));
+        let endpoint = with_transport(Endpoint::from_static("http://walserver.local"), options);
         let connector = tower::service_fn(move |_: Uri| {
             let path = path.clone();
             async move {
@@ -563,7 +580,8 @@ fn channel(options: &ClientOptions) -> Result<Channel, Status> {
     if tls && uri.starts_with("http://") {
         return Err(Status::invalid_argument("tls_ca_file given for an http:// target"));
     }
-    let mut endpoint = with_windows(Endpoint::from_shared(uri).map_err(|e| bad_target(&e))?);
+    let mut endpoint =
+        with_transport(Endpoint::from_shared(uri).map_err(|e| bad_target(&e))?, options);
     if tls {
         let Some(ca_file) = &options.tls_ca_file else {
             return Err(Status::invalid_argument("an https:// target needs tls_ca_file"));
@@ -589,12 +607,22 @@ fn channel(options: &ClientOptions) -> Result<Channel, Status> {
     Ok(endpoint.connect_lazy())
 }
 
-/// HTTP/2 flow-control windows deep enough for a replay: walserver sends read answers of up to
-/// 1 MiB, and hyper's defaults (2 MiB per stream, 5 MiB per connection) keep only two of them in
-/// flight. 8 / 16 MiB helped replays of a client short of CPU (0.53-0.63 -> 0.71-0.74 of
-/// rskafka's rate); on a quiet host both reach it (BENCHMARKS.md, walpeer).
-fn with_windows(endpoint: Endpoint) -> Endpoint {
-    endpoint.initial_stream_window_size(8 << 20).initial_connection_window_size(16 << 20)
+/// The HTTP/2 settings of the connection: keepalive as `options` say (also while no call is
+/// open, so that a dead connection is found before a call waits on it), and flow-control windows
+/// deep enough for a replay: walserver sends read answers of up to 1 MiB, and hyper's defaults
+/// (2 MiB per stream, 5 MiB per connection) keep only two of them in flight. 8 / 16 MiB helped
+/// replays of a client short of CPU (0.53-0.63 -> 0.71-0.74 of rskafka's rate); on a quiet host
+/// both reach it (BENCHMARKS.md, walpeer).
+fn with_transport(endpoint: Endpoint, options: &ClientOptions) -> Endpoint {
+    let endpoint =
+        endpoint.initial_stream_window_size(8 << 20).initial_connection_window_size(16 << 20);
+    if options.keepalive_time.is_zero() {
+        return endpoint;
+    }
+    endpoint
+        .http2_keep_alive_interval(options.keepalive_time)
+        .keep_alive_timeout(options.keepalive_timeout)
+        .keep_alive_while_idle(true)
 }
 
 #[cfg(test)]
@@ -641,6 +669,9 @@ mod tests {
             bad(|o| o.auth_token = "line\nbreak".into()),
             bad(|o| o.target = "https://127.0.0.1:1".into()),
             bad(|o| o.tls_cert_file = Some("/nonexistent".into())),
+            // walserver answers pings more often than once a second with GOAWAY.
+            bad(|o| o.keepalive_time = Duration::from_millis(500)),
+            bad(|o| o.keepalive_timeout = Duration::ZERO),
             bad(|o| {
                 o.target = "unix:///tmp/x.sock".into();
                 o.tls_ca_file = Some("/etc/hostname".into());
@@ -651,6 +682,9 @@ mod tests {
             let status = Client::connect(options).await.err().expect(&described);
             assert_eq!(status.code(), Code::InvalidArgument, "{described}: {status}");
         }
+        // No pings at all is a choice.
+        let quiet = ClientOptions { keepalive_time: Duration::ZERO, ..bad(|_| {}) };
+        assert!(Client::connect(quiet).await.is_ok());
         // Lazy: a client is made without a server, and its calls say Unavailable.
         let options = ClientOptions { max_retries: 0, ..ClientOptions::new("127.0.0.1:1") };
         let client = Client::connect(options).await.unwrap();

@@ -278,6 +278,60 @@ async fn a_retried_append_is_read_once() {
     }
 }
 
+/// A connection cut off without a FIN or RST (a black hole: a dropped NAT entry, a host that lost
+/// power) is found by the client's keepalive pings with the default settings: appends with a 5 s
+/// deadline work again, and a follow read ends `Unavailable`, both within 30 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_black_holed_connection_is_left_within_30_seconds() {
+    let server = Walserver::start("black_hole", &[]);
+    let proxy = common::Proxy::start(&server.addr).await;
+    let options = ClientOptions {
+        target: proxy.addr.clone(),
+        timeout: Duration::from_secs(5),
+        ..ClientOptions::default()
+    };
+    let client = Client::connect(options).await.unwrap();
+    client.create_namespace(9).await.unwrap();
+    client.append_entries(9, ["before"]).await.unwrap();
+    let mut follower = client.read(ReadOptions { follow: true, ..ReadOptions::new(9) });
+    let first = follower.next().await.unwrap().unwrap();
+    assert_eq!(first.data.as_ref(), b"before");
+
+    proxy.black_hole_existing();
+    let cut = Instant::now();
+    let follow_end = tokio::spawn(async move {
+        while let Some(item) = follower.next().await {
+            if let Err(status) = item {
+                return (status.code(), cut.elapsed());
+            }
+        }
+        (Code::Ok, cut.elapsed())
+    });
+    let mut failed = 0;
+    while let Err(status) = client.append_entries(9, ["after"]).await {
+        failed += 1;
+        assert!(cut.elapsed() < Duration::from_secs(60), "appends still fail: {status}");
+    }
+    let recovered = cut.elapsed();
+    eprintln!("RESULT appends failed for {recovered:?} ({failed} calls) after the black hole");
+    assert!(recovered < Duration::from_secs(30));
+    let (code, ended_after) = tokio::time::timeout(Duration::from_secs(30), follow_end)
+        .await
+        .expect("the follow read still waits on the dead connection")
+        .unwrap();
+    eprintln!("RESULT the follow read ended after {ended_after:?}: {code:?}");
+    assert_eq!(code, Code::Unavailable);
+    assert!(ended_after < Duration::from_secs(30));
+    assert!(proxy.connections() >= 2);
+
+    // A follow read from where it ended gets the entry appended since, on the new connection.
+    let start =
+        ReadOptions { follow: true, start_entry_id: first.entry_id + 1, ..ReadOptions::new(9) };
+    let mut follower = client.read(start);
+    let next = follower.next().await.unwrap().unwrap();
+    assert_eq!(next.data.as_ref(), b"after");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_end_at_their_deadline() {
     let server = Walserver::start("deadlines", &[]);

@@ -154,49 +154,81 @@ impl Drop for Walserver {
     }
 }
 
-/// A TCP proxy in front of walserver that can lose walserver's answers: what was sent reaches
+/// A TCP proxy in front of walserver that can lose walserver's answers (what was sent reaches
 /// walserver, what comes back is dropped, and then the connections break, as when a network
-/// fails after the request went through.
+/// fails after the request went through), or turn the connections open at one moment into black
+/// holes (nothing forwarded either way, no FIN, no RST: a dropped NAT entry or a host that lost
+/// power) while new connections work.
 pub struct Proxy {
     pub addr: String,
     swallow: std::sync::Arc<std::sync::atomic::AtomicBool>,
     kill: tokio::sync::broadcast::Sender<()>,
+    accepted: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    /// Connections accepted before this many are black holes.
+    black_holed_below: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+/// Copies `from` to `to` until either closes, dropping what `drop_now` says to; `black_hole`
+/// swallows the close too (the other side never hears of it).
+async fn pump(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    drop_now: impl Fn() -> bool,
+    black_hole: impl Fn() -> bool,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut buffer = vec![0u8; 64 << 10];
+    loop {
+        let n = from.read(&mut buffer).await.unwrap_or(0);
+        if n == 0 && black_hole() {
+            return std::future::pending().await;
+        }
+        if n == 0 {
+            return;
+        }
+        if drop_now() {
+            continue;
+        }
+        if to.write_all(&buffer[..n]).await.is_err() {
+            return;
+        }
+    }
 }
 
 impl Proxy {
     pub async fn start(upstream: &str) -> Proxy {
         use std::sync::atomic::Ordering;
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        use std::sync::Arc;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap().to_string();
-        let swallow = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let swallow = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let (kill, _) = tokio::sync::broadcast::channel::<()>(4);
-        let proxy = Proxy { addr, swallow: swallow.clone(), kill: kill.clone() };
+        let accepted = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let black_holed_below = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let proxy = Proxy {
+            addr,
+            swallow: swallow.clone(),
+            kill: kill.clone(),
+            accepted: accepted.clone(),
+            black_holed_below: black_holed_below.clone(),
+        };
         let upstream = upstream.to_string();
         tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
                 let Ok(server) = tokio::net::TcpStream::connect(&upstream).await else { continue };
+                let id = accepted.fetch_add(1, Ordering::SeqCst);
                 let mut killed = kill.subscribe();
-                let swallow = swallow.clone();
+                let (swallow, below) = (swallow.clone(), black_holed_below.clone());
+                let black_hole = move || id < below.load(Ordering::SeqCst);
                 tokio::spawn(async move {
-                    let (mut client_in, mut client_out) = client.into_split();
-                    let (mut server_in, mut server_out) = server.into_split();
-                    let up = tokio::io::copy(&mut client_in, &mut server_out);
-                    let down = async {
-                        let mut buffer = vec![0u8; 64 << 10];
-                        loop {
-                            let n = server_in.read(&mut buffer).await.unwrap_or(0);
-                            if n == 0 {
-                                return;
-                            }
-                            if swallow.load(Ordering::SeqCst) {
-                                continue;
-                            }
-                            if client_out.write_all(&buffer[..n]).await.is_err() {
-                                return;
-                            }
-                        }
+                    let (client_in, client_out) = client.into_split();
+                    let (server_in, server_out) = server.into_split();
+                    let up = pump(client_in, server_out, black_hole.clone(), black_hole.clone());
+                    let swallowed = {
+                        let black_hole = black_hole.clone();
+                        move || swallow.load(Ordering::SeqCst) || black_hole()
                     };
+                    let down = pump(server_in, client_out, swallowed, black_hole);
                     // Either side closing, or kill, drops both connections.
                     tokio::select! {
                         _ = up => {}
@@ -207,6 +239,17 @@ impl Proxy {
             }
         });
         proxy
+    }
+
+    /// Connections accepted so far.
+    pub fn connections(&self) -> u64 {
+        self.accepted.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Turns every connection open now into a black hole; later ones work.
+    pub fn black_hole_existing(&self) {
+        use std::sync::atomic::Ordering;
+        self.black_holed_below.store(self.accepted.load(Ordering::SeqCst), Ordering::SeqCst);
     }
 
     /// Drops everything walserver sends for `time`, then breaks every connection.
