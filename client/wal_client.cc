@@ -572,7 +572,14 @@ absl::Status Client::DeleteNamespace(uint64_t namespace_id) {
   v1::DeleteNamespaceRequest request;
   request.set_namespace_id(namespace_id);
   v1::DeleteNamespaceResponse response;
-  return FromGrpcStatus(stub_->DeleteNamespace(&ctx, request, &response));
+  absl::Status status = FromGrpcStatus(stub_->DeleteNamespace(&ctx, request, &response));
+  if (status.ok()) {
+    // A namespace created again with this id starts above this epoch: the writer must acquire
+    // it anew.
+    std::lock_guard<std::mutex> lock(mu_);
+    epochs_.erase(namespace_id);
+  }
+  return status;
 }
 
 }  // namespace wal

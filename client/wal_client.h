@@ -247,7 +247,9 @@ class Client {
   absl::StatusOr<v1::Namespace> GetNamespace(uint64_t namespace_id);
   // Every live namespace in id order, fetching page after page. Retried on UNAVAILABLE.
   absl::StatusOr<std::vector<v1::Namespace>> ListNamespaces();
-  // Deletes a namespace. Not retried: a retry after a lost reply would answer NOT_FOUND.
+  // Deletes a namespace and forgets the epoch this client acquired for it (a namespace created
+  // again with the id starts above it: acquire it anew). Not retried: a retry after a lost reply
+  // would answer NOT_FOUND.
   absl::Status DeleteNamespace(uint64_t namespace_id);
 
   v1::WalService::Stub& stub() { return *stub_; }

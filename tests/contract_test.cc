@@ -6,8 +6,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <cstdlib>
 #include <map>
+#include <mutex>
 #include <set>
 #include <thread>
 
@@ -641,6 +643,141 @@ TEST_F(ContractTest, AcquireRaisesTheEpochAndRefusesOlderWriters) {
 
   EXPECT_EQ(client_->AcquireNamespace(0).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(client_->AcquireNamespace(4242).status().code(), absl::StatusCode::kNotFound);
+}
+
+// Epochs of a namespace id never go down: a namespace deleted and created again goes on above
+// its earlier incarnations' epochs, so their writers stay fenced.
+TEST_F(ContractTest, ANamespaceCreatedAgainKeepsEarlierWritersFenced) {
+  Create(3);
+  auto old_writer = Connect(server_->address());
+  ASSERT_TRUE(old_writer->AcquireNamespace(3).ok());
+  auto second = old_writer->AcquireNamespace(3);
+  ASSERT_TRUE(second.ok()) << second.status();
+  ASSERT_EQ(second->epoch, 2u);
+  ASSERT_TRUE(old_writer->Append(3, {"old incarnation"}).ok());
+  ASSERT_TRUE(client_->DeleteNamespace(3).ok());
+  Create(3);
+  auto created = client_->GetNamespace(3);
+  ASSERT_TRUE(created.ok()) << created.status();
+  EXPECT_GT(created->epoch(), 2u);
+
+  // The old writer still sends epoch 2: refused, before and after a new writer acquires.
+  auto refused = old_writer->Append(3, {"zombie"});
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition) << refused.status();
+  auto acquired = client_->AcquireNamespace(3);
+  ASSERT_TRUE(acquired.ok()) << acquired.status();
+  EXPECT_GT(acquired->epoch, created->epoch());
+  refused = old_writer->Append(3, {"zombie"});
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition) << refused.status();
+  ASSERT_TRUE(client_->Append(3, {"new incarnation"}).ok());
+  // A record of epoch 2 that the old writer's walserver gets into the slot only now is not the
+  // new incarnation's.
+  const std::string late = EncodeEntry("late zombie", 99, 1000, {2, 77, 1})[0];
+  ASSERT_TRUE(
+      ProduceRaw(Bootstrap(), acquired->ns.topic(), acquired->ns.partition(), EncodeKey(3), late)
+          .ok());
+  ASSERT_TRUE(client_->Append(3, {"after it"}).ok());
+  EXPECT_EQ(ReadData(3), (std::vector<std::string>{"new incarnation", "after it"}));
+
+  // A client forgets the epoch of a namespace it deleted, and acquires the next incarnation
+  // above every epoch before.
+  const uint64_t last = client_->GetNamespace(3)->epoch();
+  ASSERT_TRUE(client_->DeleteNamespace(3).ok());
+  Create(3);
+  refused = client_->Append(3, {"before acquiring"});
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition) << refused.status();
+  auto again = client_->AcquireNamespace(3);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_GT(again->epoch, last);
+  EXPECT_TRUE(client_->Append(3, {"third incarnation"}).ok());
+}
+
+// A read belongs to the incarnation it started on: when its namespace is deleted it ends
+// NOT_FOUND, also when the namespace was created again (and written to) before the read looked.
+TEST_F(ContractTest, AFollowReadEndsWhenItsNamespaceIsDeletedEvenIfCreatedAgain) {
+  for (uint64_t id = 300; id < 320; ++id) {
+    Create(id);
+    Append(id, {"old"});
+    ReadOptions options;
+    options.namespace_id = id;
+    options.follow = true;
+    options.timeout = seconds(20);
+    auto follower = client_->OpenRead(options);
+    v1::Entry entry;
+    ASSERT_TRUE(follower->Next(&entry)) << follower->status();
+    ASSERT_EQ(entry.data(), "old");
+    ASSERT_TRUE(client_->DeleteNamespace(id).ok());
+    Create(id);
+    Append(id, {"new"});
+    const bool more = follower->Next(&entry);
+    EXPECT_FALSE(more) << "namespace " << id << ": the read went on into the new incarnation with "
+                       << entry.data();
+    if (more) {
+      follower->Cancel();
+      continue;
+    }
+    EXPECT_EQ(follower->status().code(), absl::StatusCode::kNotFound)
+        << "namespace " << id << ": " << follower->status();
+  }
+}
+
+TEST_F(ContractTest, AFollowingReadManyEndsANamespaceDeletedEvenIfCreatedAgain) {
+  for (uint64_t id : {330, 331}) {
+    Create(id);
+    Append(id, {"old"});
+  }
+  ReadManyOptions options;
+  options.namespaces.resize(2);
+  options.namespaces[0].namespace_id = 330;
+  options.namespaces[1].namespace_id = 331;
+  options.follow = true;
+  options.timeout = seconds(20);
+  std::mutex mu;
+  std::condition_variable changed;
+  std::map<uint64_t, std::vector<std::string>> got;
+  std::map<uint64_t, absl::Status> ended;
+  int caught_up = 0;
+  std::thread reader([&] {
+    absl::Status status = client_->ReadMany(
+        options,
+        [&](v1::Entry& e) {
+          if (e.data() == "stop") return false;
+          std::lock_guard<std::mutex> lock(mu);
+          got[e.namespace_id()].push_back(e.data());
+          changed.notify_all();
+          return true;
+        },
+        [&](const v1::ReadEnd& end) {
+          std::lock_guard<std::mutex> lock(mu);
+          if (end.caught_up()) {
+            ++caught_up;
+          } else {
+            ended[end.namespace_id()] =
+                absl::Status(static_cast<absl::StatusCode>(end.code()), end.message());
+          }
+          changed.notify_all();
+          return true;
+        });
+    EXPECT_TRUE(status.ok()) << status;
+  });
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(changed.wait_for(lock, seconds(20), [&] { return caught_up == 2; }));
+  }
+  ASSERT_TRUE(client_->DeleteNamespace(330).ok());
+  Create(330);
+  Append(330, {"new"});
+  Append(331, {"still followed"});
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    EXPECT_TRUE(changed.wait_for(lock, seconds(15),
+                                 [&] { return ended.count(330) && got[331].size() == 2; }));
+    EXPECT_EQ(got[330], (std::vector<std::string>{"old"}));
+    EXPECT_TRUE(absl::IsNotFound(ended[330])) << ended[330];
+    EXPECT_EQ(got[331], (std::vector<std::string>{"old", "still followed"}));
+  }
+  Append(331, {"stop"});
+  reader.join();
 }
 
 TEST_F(ContractTest, RecordsOfAFencedEpochWrittenAfterTheFenceAreIgnored) {

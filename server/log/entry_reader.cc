@@ -17,7 +17,9 @@ EntryReader::EntryReader(KafkaProperties properties, ReaderOptions options, Meta
                          Metrics* metrics, std::string name)
     : properties_(std::move(properties)), name_(std::move(name)), meta_(meta) {
   context_.options = options;
-  context_.truncated_before = [meta](uint64_t id) { return meta->TruncatedBefore(id); };
+  context_.truncated_before = [meta](uint64_t id, int64_t incarnation) {
+    return meta->TruncatedBefore(id, incarnation);
+  };
   context_.metrics = metrics;
 }
 

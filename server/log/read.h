@@ -76,9 +76,11 @@ inline constexpr size_t kReadManyMinQueueBytes = 64 << 10;
 // Shared by the reads and scans of one EntryReader; outlives them all.
 struct ReadContext {
   ReaderOptions options;
-  // A namespace's truncation point now; nullopt once it is deleted (the meta store's, or a
-  // test's).
-  std::function<std::optional<int64_t>(uint64_t namespace_id)> truncated_before;
+  // The truncation point now of a namespace's incarnation (the meta_offset of the state its
+  // read started on); nullopt once that incarnation is deleted, also when the namespace was
+  // created again since (the meta store's, or a test's).
+  std::function<std::optional<int64_t>(uint64_t namespace_id, int64_t incarnation)>
+      truncated_before;
   Metrics* metrics = nullptr;
   std::atomic<uint64_t> records_skipped{0};  // records not written by walserver, or undecodable
   std::atomic<bool> stopping{false};         // graceful shutdown: every read ends UNAVAILABLE

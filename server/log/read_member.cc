@@ -95,9 +95,13 @@ void ReadMember::OnIdle(int64_t position, bool at_end_of_partition,
   // its backlog must not go on delivering what was truncated).
   if (Clock::now() - last_meta_check_ >= kMetaCheckInterval) {
     last_meta_check_ = Clock::now();
-    std::optional<int64_t> truncated_before = context_->truncated_before(params_.namespace_id);
+    std::optional<int64_t> truncated_before =
+        context_->truncated_before(params_.namespace_id, ns_.meta_offset);
     if (!truncated_before) {
-      Finish(absl::NotFoundError(absl::StrCat("namespace ", params_.namespace_id, " was deleted")));
+      Finish(absl::NotFoundError(
+          absl::StrCat("namespace ", params_.namespace_id,
+                       " was deleted (a namespace created again with its id is a new one: "
+                       "read it anew)")));
       return;
     }
     truncated_before_ = std::max(truncated_before_, *truncated_before);
@@ -322,7 +326,9 @@ void ReadMember::Flush() {
 }
 
 bool ReadMember::DropTruncated(v1::ReadResponse* batch) const {
-  const std::optional<int64_t> truncated_before = context_->truncated_before(params_.namespace_id);
+  // Gone (also when created again since): nothing more of this incarnation is delivered.
+  const std::optional<int64_t> truncated_before =
+      context_->truncated_before(params_.namespace_id, ns_.meta_offset);
   const int64_t cut = truncated_before.value_or(std::numeric_limits<int64_t>::max());
   auto* gaps = batch->mutable_gaps();
   for (int i = gaps->size() - 1; i >= 0; --i) {  // truncated: no longer this read's business

@@ -368,15 +368,18 @@ absl::StatusOr<std::pair<NamespaceState, bool>> MetaStore::Create(
     uint64_t namespace_id, const std::function<absl::StatusOr<int64_t>(const Slot&)>& slot_end,
     Clock::time_point deadline) {
   NamespaceState proposal;
+  uint64_t earlier_epoch = 0;
   {
     std::lock_guard lock(mu_);
     if (auto existing = table_.Get(namespace_id)) return std::make_pair(*existing, false);
     proposal.slot = table_.LeastLoadedSlot();
+    earlier_epoch = table_.EarlierEpoch(namespace_id);
   }
   proposal.namespace_id = namespace_id;
   absl::StatusOr<int64_t> start = slot_end(proposal.slot);
   if (!start.ok()) return start.status();
   proposal.start_offset = *start;
+  StartAbove(earlier_epoch, &proposal);
   auto offset = ProduceAndApply(
       namespace_id, MakeRecord(NamespaceRecord::CREATE, proposal, options_.writer), deadline);
   if (!offset.ok()) return offset.status();
@@ -390,6 +393,11 @@ absl::StatusOr<std::pair<NamespaceState, bool>> MetaStore::Create(
     // We lost a race to another CREATE. Our record is now the key's latest, which compaction
     // would keep: restate the winner after it.
     Restate(*winner, deadline);
+  } else if (winner->epoch != proposal.epoch) {
+    // Our view missed an acquisition of an earlier incarnation: the table started this one
+    // higher than our record says (NamespaceTable::Apply). Restate it, so compaction keeps that.
+    RestateIfStale(namespace_id, deadline);
+    if (auto restated = Get(namespace_id)) winner = restated;
   }
   return std::make_pair(*winner, created);
 }
@@ -492,9 +500,10 @@ std::optional<NamespaceState> MetaStore::Get(uint64_t namespace_id) const {
   return table_.Get(namespace_id);
 }
 
-std::optional<int64_t> MetaStore::TruncatedBefore(uint64_t namespace_id) const {
+std::optional<int64_t> MetaStore::TruncatedBefore(uint64_t namespace_id,
+                                                  int64_t incarnation) const {
   std::lock_guard lock(mu_);
-  return table_.TruncatedBefore(namespace_id);
+  return table_.TruncatedBefore(namespace_id, incarnation);
 }
 
 std::vector<NamespaceState> MetaStore::List(uint64_t after, size_t limit) const {

@@ -77,8 +77,10 @@ class MetaStore {
   std::map<Slot, int64_t> LowestFirstEntryIds() const;
 
   std::optional<NamespaceState> Get(uint64_t namespace_id) const;
-  // The namespace's truncation point; nullopt when it does not exist (any more).
-  std::optional<int64_t> TruncatedBefore(uint64_t namespace_id) const;
+  // The truncation point of the namespace's incarnation `incarnation` (NamespaceState's
+  // meta_offset); nullopt once that incarnation is deleted, even if the namespace was created
+  // again since.
+  std::optional<int64_t> TruncatedBefore(uint64_t namespace_id, int64_t incarnation) const;
   std::optional<AppendRoute> Route(uint64_t namespace_id) const;
   // Live namespaces per slot, in allocation order.
   std::vector<std::pair<Slot, size_t>> LoadPerSlot() const;

@@ -98,7 +98,13 @@ ApplyOutcome NamespaceTable::Apply(uint64_t id, const NamespaceRecord& r, int64_
   }
   if (r.kind() == NamespaceRecord::CREATE) {
     if (row.state.deleted) {
+      // Created again. A creator that had not read every acquisition of the earlier
+      // incarnations proposed too low an epoch: every server raises it alike, and the record,
+      // which compaction may leave alone, is restated.
+      const uint64_t earlier_epoch = row.state.epoch;
       Establish(row, id, r, meta_offset);
+      StartAbove(earlier_epoch, &row.state);
+      row.latest_record_stale = !CarriesState(r, row.state);
       return ApplyOutcome::kCreated;
     }
     if (row.state.SameAssignment(r)) return ApplyOutcome::kIgnored;
@@ -147,10 +153,26 @@ std::optional<NamespaceState> NamespaceTable::Get(uint64_t id) const {
   return it->second.state;
 }
 
-std::optional<int64_t> NamespaceTable::TruncatedBefore(uint64_t id) const {
+std::optional<int64_t> NamespaceTable::TruncatedBefore(uint64_t id, int64_t incarnation) const {
   auto it = rows_.find(id);
-  if (it == rows_.end() || it->second.state.deleted) return std::nullopt;
+  if (it == rows_.end() || it->second.state.deleted ||
+      it->second.state.meta_offset != incarnation) {
+    return std::nullopt;
+  }
   return it->second.state.truncated_before;
+}
+
+uint64_t NamespaceTable::EarlierEpoch(uint64_t id) const {
+  auto it = rows_.find(id);
+  return it != rows_.end() && it->second.state.deleted ? it->second.state.epoch : 0;
+}
+
+void StartAbove(uint64_t earlier_epoch, NamespaceState* state) {
+  if (earlier_epoch == 0 || state->epoch > earlier_epoch) return;
+  state->epoch = earlier_epoch + 1;
+  // Fences apply to records after their offset: this one to every record from the start on.
+  MergeFences({Fence{state->epoch, state->start_offset - 1}}, state->truncated_before,
+              &state->fences);
 }
 
 std::optional<AppendRoute> NamespaceTable::Route(uint64_t id) const {

@@ -29,7 +29,10 @@ struct NamespaceState {
   int64_t start_offset = 0;      // slot end when created: no entry of it lies below
   int64_t truncated_before = 0;  // entries below are truncated
   bool deleted = false;
-  int64_t meta_offset = -1;        // offset of the meta record that established this assignment
+  // Offset of the meta record that established this assignment in this server's table: it
+  // tells one incarnation of the namespace from the next (reads are bound to theirs). Not the
+  // same on every server: after compaction a later record may be the first one a server reads.
+  int64_t meta_offset = -1;
   uint64_t epoch = 0;              // current writer epoch; 0 until the first AcquireNamespace
   int64_t epoch_meta_offset = -1;  // offset of the meta record that raised the epoch to `epoch`
   // Fences in offset order: those at or after truncated_before and the last one before it.
@@ -78,8 +81,13 @@ class NamespaceTable {
 
   // The live (not deleted) namespace, if any.
   std::optional<NamespaceState> Get(uint64_t namespace_id) const;
-  // The truncation point alone (no copy of the fence list); nullopt like Get.
-  std::optional<int64_t> TruncatedBefore(uint64_t namespace_id) const;
+  // The truncation point alone (no copy of the fence list) of the incarnation established at
+  // `incarnation` (its meta_offset); nullopt once that one is deleted, also when the namespace
+  // was created again since.
+  std::optional<int64_t> TruncatedBefore(uint64_t namespace_id, int64_t incarnation) const;
+  // The last epoch of a deleted namespace (0 if it is live or unknown): a new incarnation starts
+  // above it (StartAbove).
+  uint64_t EarlierEpoch(uint64_t namespace_id) const;
   // Just what an append needs (no copy of the fence list); nullopt like Get.
   std::optional<AppendRoute> Route(uint64_t namespace_id) const;
   // Live namespaces with id > `after`, in id order, at most `limit`.
@@ -117,6 +125,12 @@ class NamespaceTable {
   std::map<uint64_t, Row> rows_;
   size_t live_ = 0;
 };
+
+// Starts the new incarnation `state` of a namespace above the epochs of its earlier ones (the
+// last was `earlier_epoch`): at the next epoch, fenced from its start, so that a writer of an
+// earlier incarnation is refused for ever and what it still gets into the slot is ignored. A
+// namespace never acquired (earlier_epoch 0) starts at epoch 0, as a new one.
+void StartAbove(uint64_t earlier_epoch, NamespaceState* state);
 
 // Builds a meta record carrying the full state of `state`, so that any single record of a key is
 // enough to rebuild the namespace after compaction.

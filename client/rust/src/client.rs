@@ -343,13 +343,17 @@ impl Client {
         }
     }
 
-    /// Deletes a namespace; its records become prunable. Not retried: a retry after a lost
-    /// answer would report `NotFound`.
+    /// Deletes a namespace (its records become prunable) and forgets the epoch this client
+    /// acquired for it: a namespace created again with the id starts above it, so acquire it
+    /// anew. Not retried: a retry after a lost answer would report `NotFound`.
     pub async fn delete_namespace(&self, namespace_id: u64) -> Result<(), Status> {
         let deadline = self.deadline(None);
         let mut stub = self.inner.stub.clone();
         let request = self.request(proto::DeleteNamespaceRequest { namespace_id }, Some(deadline));
         until(Some(deadline), stub.delete_namespace(request)).await?;
+        // A namespace created again with this id starts above this epoch: the writer must
+        // acquire it anew.
+        self.inner.writers.lock().unwrap().epochs.remove(&namespace_id);
         Ok(())
     }
 

@@ -158,7 +158,7 @@ class TestSink : public ReadSink {
 class SlotScanTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    context_.truncated_before = [](uint64_t) { return std::optional<int64_t>(0); };
+    context_.truncated_before = [](uint64_t, int64_t) { return std::optional<int64_t>(0); };
     context_.metrics = &metrics_;
   }
   void TearDown() override {

@@ -243,5 +243,64 @@ TEST(NamespaceTable, ARestatedDeletionNeverDeletesTheNamespaceCreatedAgain) {
   EXPECT_TRUE(table.LatestRecordStale(1)) << "its assignment must be restated after it";
 }
 
+TEST(NamespaceTable, ANamespaceCreatedAgainGoesOnAboveTheEpochsOfItsEarlierIncarnations) {
+  NamespaceTable table(ThreeSlots());
+  const Slot slot{"w_0", 0};
+  table.Apply(1, Record(NamespaceRecord::CREATE, slot, 10), 1);
+  table.Apply(1, WithEpoch(Record(NamespaceRecord::ACQUIRE, slot, 10), 1), 2);
+  table.Apply(1, WithEpoch(Record(NamespaceRecord::ACQUIRE, slot, 10), 2), 3);
+  const NamespaceTable before_deletion = table;
+  table.Apply(1, WithEpoch(Record(NamespaceRecord::DELETE, slot, 10), 2), 4);
+  EXPECT_EQ(table.EarlierEpoch(1), 2u);
+  EXPECT_EQ(before_deletion.EarlierEpoch(1), 0u) << "live: no earlier incarnation to go above";
+
+  // Created again by a server that knew epoch 2: its record starts the new incarnation at 3,
+  // fenced from its start, so that nothing a writer of epoch 2 still gets into the slot counts.
+  NamespaceState proposal;
+  proposal.slot = slot;
+  proposal.start_offset = 30;
+  StartAbove(table.EarlierEpoch(1), &proposal);
+  NamespaceTable knowing = table;
+  ASSERT_EQ(knowing.Apply(1, MakeRecord(NamespaceRecord::CREATE, proposal, "test"), 5),
+            ApplyOutcome::kCreated);
+  EXPECT_EQ(knowing.Get(1)->epoch, 3u);
+  EXPECT_EQ(knowing.Get(1)->FencedEpochBefore(30), 3u);
+  EXPECT_FALSE(knowing.LatestRecordStale(1));
+
+  // Created again by a server that had not read the acquisitions (its record says epoch 0):
+  // every server still starts the new incarnation at 3, and the record is restated, since
+  // compaction may leave only it.
+  ASSERT_EQ(table.Apply(1, Record(NamespaceRecord::CREATE, slot, 30), 5), ApplyOutcome::kCreated);
+  EXPECT_EQ(table.Get(1)->epoch, 3u);
+  EXPECT_EQ(table.Get(1)->FencedEpochBefore(30), 3u);
+  EXPECT_TRUE(table.LatestRecordStale(1));
+  NamespaceTable compacted(ThreeSlots());
+  compacted.Apply(1, MakeRecord(NamespaceRecord::RESTATE, *table.Get(1), "test"), 6);
+  EXPECT_EQ(compacted.Get(1)->epoch, 3u);
+  EXPECT_EQ(compacted.Get(1)->FencedEpochBefore(30), 3u);
+
+  // A namespace never acquired comes back at epoch 0, as a new one.
+  table.Apply(2, Record(NamespaceRecord::CREATE, slot, 10), 7);
+  table.Apply(2, Record(NamespaceRecord::DELETE, slot, 10), 8);
+  table.Apply(2, Record(NamespaceRecord::CREATE, slot, 40), 9);
+  EXPECT_EQ(table.Get(2)->epoch, 0u);
+  EXPECT_TRUE(table.Get(2)->fences.empty());
+}
+
+TEST(NamespaceTable, AReadBoundToAnIncarnationSeesItGoneWhenTheNamespaceIsCreatedAgain) {
+  NamespaceTable table(ThreeSlots());
+  const Slot slot{"w_0", 0};
+  table.Apply(1, Record(NamespaceRecord::CREATE, slot, 10), 1);
+  const int64_t first = table.Get(1)->meta_offset;
+  table.Apply(1, Record(NamespaceRecord::TRUNCATE, slot, 10, 12), 2);
+  EXPECT_EQ(table.TruncatedBefore(1, first), 12) << "a change is not a new incarnation";
+  // Deleted and created again in the same slot at the same start, both applied before the
+  // read looks again.
+  table.Apply(1, Record(NamespaceRecord::DELETE, slot, 10), 3);
+  table.Apply(1, Record(NamespaceRecord::CREATE, slot, 10), 4);
+  EXPECT_FALSE(table.TruncatedBefore(1, first).has_value());
+  EXPECT_EQ(table.TruncatedBefore(1, table.Get(1)->meta_offset), 0);
+}
+
 }  // namespace
 }  // namespace wal
