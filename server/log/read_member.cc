@@ -98,10 +98,7 @@ void ReadMember::OnIdle(int64_t position, bool at_end_of_partition,
     std::optional<int64_t> truncated_before =
         context_->truncated_before(params_.namespace_id, ns_.meta_offset);
     if (!truncated_before) {
-      Finish(absl::NotFoundError(
-          absl::StrCat("namespace ", params_.namespace_id,
-                       " was deleted (a namespace created again with its id is a new one: "
-                       "read it anew)")));
+      Finish(Deleted());
       return;
     }
     truncated_before_ = std::max(truncated_before_, *truncated_before);
@@ -172,12 +169,19 @@ ReadMember::Step ReadMember::DeliverNext(const std::function<void()>& rejoin,
     last_progress_ = Clock::now().time_since_epoch().count();
     cv_.notify_all();  // a scan may wait for room (WaitForRoom)
     lock.unlock();
-    const bool sent = DropTruncated(&batch) || sink_->Send(std::move(batch));
-    if (sent) return Step::kProgress;
+    // A truncation since the batch was read applies to it. A deletion (also when the namespace
+    // was created again since) ends the read: nothing more of its incarnation is delivered, and
+    // the client hears why rather than miss the rest silently.
+    const std::optional<int64_t> truncated_before =
+        context_->truncated_before(params_.namespace_id, ns_.meta_offset);
+    if (truncated_before &&
+        (DropTruncated(*truncated_before, &batch) || sink_->Send(std::move(batch)))) {
+      return Step::kProgress;
+    }
     lock.lock();
     cancelled_ = true;  // the scan drops the member at its next look
     cv_.notify_all();   // and a scan waiting for room (WaitForRoom) hears it now
-    *status = absl::CancelledError("read cancelled");
+    *status = truncated_before ? absl::CancelledError("read cancelled") : Deleted();
     return Step::kDone;
   }
   if (done_) {
@@ -325,11 +329,14 @@ void ReadMember::Flush() {
   if (bell_) bell_->Ring();
 }
 
-bool ReadMember::DropTruncated(v1::ReadResponse* batch) const {
-  // Gone (also when created again since): nothing more of this incarnation is delivered.
-  const std::optional<int64_t> truncated_before =
-      context_->truncated_before(params_.namespace_id, ns_.meta_offset);
-  const int64_t cut = truncated_before.value_or(std::numeric_limits<int64_t>::max());
+absl::Status ReadMember::Deleted() const {
+  return absl::NotFoundError(
+      absl::StrCat("namespace ", params_.namespace_id,
+                   " was deleted (a namespace created again with its id is a new one: read it "
+                   "anew)"));
+}
+
+bool ReadMember::DropTruncated(int64_t cut, v1::ReadResponse* batch) const {
   auto* gaps = batch->mutable_gaps();
   for (int i = gaps->size() - 1; i >= 0; --i) {  // truncated: no longer this read's business
     if (static_cast<int64_t>(gaps->Get(i).to_entry_id()) <= cut) gaps->DeleteSubrange(i, 1);

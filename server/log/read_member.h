@@ -151,9 +151,11 @@ class ReadMember {
   void Flush();
   // Over the read's bound: its call's budget when it has one, else its own queue bound.
   bool FullLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Read thread: drops the entries of `batch` that a truncation since they were queued removed.
-  // True when nothing is left to send.
-  bool DropTruncated(v1::ReadResponse* batch) const;
+  // Read thread: drops the entries of `batch` below `cut`, the truncation point now (it may
+  // have risen since they were queued). True when nothing is left to send.
+  bool DropTruncated(int64_t cut, v1::ReadResponse* batch) const;
+  // How a read ends once its namespace's incarnation is deleted.
+  absl::Status Deleted() const;
 
   ReadContext* const context_;
   const ReadParams params_;

@@ -140,8 +140,10 @@ ApplyOutcome NamespaceTable::Apply(uint64_t id, const NamespaceRecord& r, int64_
   if (r.kind() == NamespaceRecord::DELETE || r.deleted()) {
     CountLoad(state, -1);
     state.deleted = true;
-    row.latest_record_stale = false;
-    return ApplyOutcome::kUpdated;
+    // A deletion written from a view that missed an acquisition: compaction would keep its lower
+    // epoch, which a later incarnation must start above. Restated like a stale change.
+    row.latest_record_stale = r.epoch() < state.epoch;
+    return row.latest_record_stale ? ApplyOutcome::kStaleAfterDelete : ApplyOutcome::kUpdated;
   }
   row.latest_record_stale = !CarriesState(r, state);
   return changed ? ApplyOutcome::kUpdated : ApplyOutcome::kIgnored;

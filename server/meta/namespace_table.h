@@ -67,7 +67,9 @@ enum class ApplyOutcome {
   kLostRace,  // a CREATE for a namespace that already had a live assignment
   // A change (truncation, acquisition, fence, restatement) of a deleted namespace, written from
   // a view that had not seen the deletion: ignored, but it is now the key's latest record, and
-  // once compaction drops the DELETE before it, it would bring the namespace back.
+  // once compaction drops the DELETE before it, it would bring the namespace back. Also a
+  // deletion written from a view that missed an acquisition: compaction would keep its lower
+  // epoch. Either way the deletion must be restated with the namespace's whole state.
   kStaleAfterDelete,
 };
 

@@ -130,6 +130,18 @@ TEST(SoakTest, StallingReadersFollowersAndCrashesInsideSplitEntries) {
     }
   });
 
+  // The readers stop and are joined however the test leaves (an assertion returns early).
+  struct JoinReaders {
+    std::atomic<bool>& stop;
+    std::vector<std::thread>& readers;
+    ~JoinReaders() {
+      stop = true;
+      for (auto& t : readers) {
+        if (t.joinable()) t.join();
+      }
+    }
+  } join_readers{stop, readers};
+
   // kill -9 every 2-4 s, while entries are being sent.
   std::mt19937 rng(3);
   int kills = 0;
@@ -158,7 +170,11 @@ TEST(SoakTest, StallingReadersFollowersAndCrashesInsideSplitEntries) {
     std::unique_lock<std::mutex> lock(follow_counts.mu);
     caught_up = follow_counts.received.wait_for(lock, seconds(120), [&] {
       for (const auto& [ns, log] : logs) {
-        if (follow_counts.last_id[ns] < static_cast<int64_t>(log.back().entry_id())) return false;
+        const auto last = follow_counts.last_id.find(ns);
+        if (last == follow_counts.last_id.end() ||
+            last->second < static_cast<int64_t>(log.back().entry_id())) {
+          return false;
+        }
       }
       return true;
     });
@@ -168,9 +184,10 @@ TEST(SoakTest, StallingReadersFollowersAndCrashesInsideSplitEntries) {
   stop = true;
   for (auto& t : readers) t.join();
   for (const auto& [ns, log] : logs) {
+    const auto last = follow_counts.last_id.find(ns);
     EXPECT_TRUE(caught_up) << "namespace " << ns << ": the follower reached entry "
-                           << follow_counts.last_id[ns] << " of " << log.back().entry_id()
-                           << " in 120 s";
+                           << (last == follow_counts.last_id.end() ? -1 : last->second) << " of "
+                           << log.back().entry_id() << " in 120 s";
   }
 
   const Verdict verdict = workload.Check(*reader);

@@ -59,7 +59,7 @@ absl::StatusOr<std::unique_ptr<TcpProxy>> TcpProxy::Start(const std::string& ups
 
 TcpProxy::~TcpProxy() {
   stop_ = true;
-  acceptor_.join();
+  if (acceptor_.joinable()) acceptor_.join();
   std::vector<std::thread> pumps;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -69,7 +69,7 @@ TcpProxy::~TcpProxy() {
   for (std::thread& t : pumps) t.join();
   std::lock_guard<std::mutex> lock(mu_);
   for (int fd : fds_) close(fd);
-  close(listen_fd_);
+  if (listen_fd_ >= 0) close(listen_fd_);
 }
 
 void TcpProxy::BlackHoleExisting() { black_holed_below_ = accepted_.load(); }
@@ -80,6 +80,7 @@ void TcpProxy::Accept() {
     if (poll(&p, 1, 50) <= 0) continue;
     const int client_fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (client_fd < 0) continue;
+    const int id = accepted_++;  // before the upstream connect, which BlackHoleExisting may race
     const int upstream_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     const sockaddr_in upstream = Ipv4(upstream_host_, upstream_port_);
     if (connect(upstream_fd, reinterpret_cast<const sockaddr*>(&upstream), sizeof(upstream)) != 0) {
@@ -87,7 +88,6 @@ void TcpProxy::Accept() {
       close(client_fd);  // as if the server refused
       continue;
     }
-    const int id = accepted_++;
     std::lock_guard<std::mutex> lock(mu_);
     fds_.push_back(client_fd);
     fds_.push_back(upstream_fd);

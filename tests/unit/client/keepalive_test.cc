@@ -153,6 +153,8 @@ TEST(Keepalive, QuietConnectionsWithFastPingsStayUp) {
   options.target = (*proxy)->address();
   options.keepalive_time = kMinClientPingInterval;
   options.keepalive_timeout = seconds(5);
+  // Unary appends: no AppendStream stays open, so that below no call is open at all.
+  options.append_stream = false;
   auto client = Client::Connect(options);
   ASSERT_TRUE(client.ok()) << client.status();
   ASSERT_TRUE((*client)->CreateNamespace(1).ok());

@@ -302,5 +302,27 @@ TEST(NamespaceTable, AReadBoundToAnIncarnationSeesItGoneWhenTheNamespaceIsCreate
   EXPECT_EQ(table.TruncatedBefore(1, table.Get(1)->meta_offset), 0);
 }
 
+TEST(NamespaceTable, ADeletionFromAViewThatMissedAnAcquisitionIsRestated) {
+  NamespaceTable table(ThreeSlots());
+  const Slot slot{"w_0", 0};
+  table.Apply(1, Record(NamespaceRecord::CREATE, slot, 10), 1);
+  table.Apply(1, WithEpoch(Record(NamespaceRecord::ACQUIRE, slot, 10), 1), 2);
+  table.Apply(1, WithEpoch(Record(NamespaceRecord::ACQUIRE, slot, 10), 2), 3);
+  // Written by a server that had not read epoch 2: deleted all the same, but compaction would
+  // keep epoch 1, and a later incarnation would start at 2, which a fenced writer still holds.
+  EXPECT_EQ(table.Apply(1, WithEpoch(Record(NamespaceRecord::DELETE, slot, 10), 1), 4),
+            ApplyOutcome::kStaleAfterDelete);
+  EXPECT_FALSE(table.Get(1).has_value());
+  EXPECT_EQ(table.EarlierEpoch(1), 2u);
+  ASSERT_TRUE(table.DeletedButStale(1).has_value());
+  NamespaceRecord restated = MakeRecord(NamespaceRecord::DELETE, *table.DeletedButStale(1), "test");
+  restated.set_incarnation(table.DeletedButStale(1)->meta_offset);
+  EXPECT_EQ(table.Apply(1, restated, 5), ApplyOutcome::kIgnored);
+  EXPECT_FALSE(table.DeletedButStale(1).has_value());
+  NamespaceTable compacted(ThreeSlots());
+  compacted.Apply(1, restated, 5);
+  EXPECT_EQ(compacted.EarlierEpoch(1), 2u);
+}
+
 }  // namespace
 }  // namespace wal

@@ -215,8 +215,9 @@ impl Proxy {
         let upstream = upstream.to_string();
         tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
-                let Ok(server) = tokio::net::TcpStream::connect(&upstream).await else { continue };
+                // Counted before the upstream connect, which black_hole_existing may race.
                 let id = accepted.fetch_add(1, Ordering::SeqCst);
+                let Ok(server) = tokio::net::TcpStream::connect(&upstream).await else { continue };
                 let mut killed = kill.subscribe();
                 let (swallow, below) = (swallow.clone(), black_holed_below.clone());
                 let black_hole = move || id < below.load(Ordering::SeqCst);
