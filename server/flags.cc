@@ -84,7 +84,9 @@ ABSL_FLAG(std::string, kafka_properties, "",
           "Extra librdkafka properties for every client, KEY=VALUE[,KEY=VALUE...] (security "
           "settings, for example); also settable one by one as --kafka.KEY=VALUE");
 ABSL_FLAG(std::string, name, kDefaults.name,
-          "Name of this server in Kafka client ids; default HOST-PID");
+          "Name of this server in Kafka client ids and its records; unique per live server and "
+          "the same across its restarts. Empty: HOST-LISTEN (the first --listen address), or "
+          "HOST-PID with port 0");
 ABSL_FLAG(std::string, http_listen, kDefaults.http_listen,
           "HOST:PORT of the HTTP port with Prometheus /metrics and /healthz; empty: off");
 // The process's own.

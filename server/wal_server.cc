@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -137,22 +138,37 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> TcpCredentials(const Se
   return grpc::SslServerCredentials(ssl);
 }
 
-std::string DefaultName() {
+std::string HostName() {
   char host[256] = "walserver";
   gethostname(host, sizeof(host) - 1);
-  return absl::StrCat(host, "-", getpid());
+  return host;
+}
+
+// The host and the first listen address: the same across restarts, and never the same for two
+// live walservers on one host (only one can listen there). A port chosen at start (0) is not
+// known yet and changes anyway: then the process id keeps the name unique.
+std::string DefaultName(const std::string& listen) {
+  const std::string first = std::string(
+      absl::StripAsciiWhitespace(absl::string_view(listen).substr(0, listen.find(','))));
+  if (absl::EndsWith(first, ":0")) return absl::StrCat(HostName(), "-", getpid());
+  std::string name = absl::StrCat(HostName(), "-", first);
+  // Kafka client ids keep to letters, digits, '.', '_' and '-'.
+  for (char& c : name) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-') c = '_';
+  }
+  return name;
 }
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<WalServer>> WalServer::Start(ServerOptions o) {
   if (absl::Status s = Validate(o); !s.ok()) return s;
-  if (o.name.empty()) o.name = DefaultName();
+  if (o.name.empty()) o.name = DefaultName(o.listen);
   std::unique_ptr<WalServer> self(new WalServer());
   // In the order they depend on each other; the destructor (Shutdown) tears down in reverse.
-  for (auto step :
-       {&WalServer::ConnectKafka, &WalServer::PrepareTopics, &WalServer::OpenNamespaceTable,
-        &WalServer::StartWriterAndReader, &WalServer::StartGrpc, &WalServer::StartHttpAndPruner}) {
+  for (auto step : {&WalServer::ConnectKafka, &WalServer::PrepareTopics,
+                    &WalServer::OpenNamespaceTable, &WalServer::StartWriterAndReader,
+                    &WalServer::StartGrpc, &WalServer::Announce, &WalServer::StartHttpAndPruner}) {
     if (absl::Status s = (self.get()->*step)(o); !s.ok()) return s;
   }
   self->AddCollectors();
@@ -409,15 +425,18 @@ absl::Status WalServer::StartGrpc(const ServerOptions& o) {
   // kMinClientPingInterval; walserver's own pings go on without limit on a connection that
   // sends no data, such as an idle client's or a stalled follower's.
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  // Twice as often as a client may ping: timers and clocks on both sides make the gaps a
+  // little uneven.
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
-                             static_cast<int>(kMinClientPingInterval.count()));
-  if (o.keepalive_time.count() > 0) {
-    builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS,
-                               static_cast<int>(o.keepalive_time.count()));
-    builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
-                               static_cast<int>(o.keepalive_timeout.count()));
-    builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
-  }
+                             static_cast<int>(kMinClientPingInterval.count() / 2));
+  // Zero turns walserver's pings off (gRPC's own default would ping every two hours).
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS,
+                             o.keepalive_time.count() > 0
+                                 ? static_cast<int>(o.keepalive_time.count())
+                                 : std::numeric_limits<int>::max());
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+                             static_cast<int>(o.keepalive_timeout.count()));
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   server_ = builder.BuildAndStart();
   if (server_) awake_ = std::make_unique<CallbackThreadsAwake>(server_.get());
   for (size_t i = 0; i < listens.size(); ++i) {
@@ -433,6 +452,11 @@ absl::Status WalServer::StartGrpc(const ServerOptions& o) {
             : absl::StrCat(listens[i].substr(0, listens[i].rfind(':')), ":", ports[i]));
   }
   return absl::OkStatus();
+}
+
+absl::Status WalServer::Announce(const ServerOptions& o) {
+  return meta_->Announce(HostName(), absl::StrJoin(addresses_, ","),
+                         Clock::now() + o.startup_timeout);
 }
 
 absl::Status WalServer::StartHttpAndPruner(const ServerOptions& o) {
@@ -476,6 +500,7 @@ void WalServer::AddCollectors() {
   });
   metrics_.AddCollector([meta = meta_.get(), reader = reader_.get()](MetricWriter& w) {
     w.Sample("walserver_meta_healthy", {}, meta->Health().ok() ? 1 : 0);
+    w.Sample("walserver_name_conflicts_total", {}, static_cast<double>(meta->name_conflicts()));
     w.Sample("walserver_records_skipped_total", {{"topic", "data"}},
              static_cast<double>(reader->records_skipped()));
     w.Sample("walserver_records_skipped_total", {{"topic", "meta"}},

@@ -73,7 +73,8 @@ struct ServerOptions {
   std::string tls_key_file;
   std::string tls_client_ca_file;
   KafkaProperties kafka_properties;  // passed to every Kafka client
-  std::string name;                  // in Kafka client ids and meta records
+  // In Kafka client ids and every record; empty: the host and the first listen address.
+  std::string name;
 };
 
 // The shortest interval between a client's pings walserver accepts; a client that pings more
@@ -110,6 +111,7 @@ class WalServer {
   absl::Status OpenNamespaceTable(const ServerOptions& o);
   absl::Status StartWriterAndReader(const ServerOptions& o);
   absl::Status StartGrpc(const ServerOptions& o);
+  absl::Status Announce(const ServerOptions& o);  // this server's name in the metadata topic
   absl::Status StartHttpAndPruner(const ServerOptions& o);
   absl::StatusOr<ServiceOptions> MakeServiceOptions(const ServerOptions& o) const;
   static KafkaProperties WithUserProperties(KafkaProperties properties, const ServerOptions& o);

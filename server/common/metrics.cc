@@ -56,6 +56,9 @@ constexpr Family kFamilies[] = {
     {"walserver_append_bytes_in_flight_limit", "gauge",
      "--max_inflight_append_bytes: an append beyond it gets RESOURCE_EXHAUSTED."},
     {"walserver_reads_in_progress", "gauge", "Read streams running."},
+    {"walserver_name_conflicts_total", "counter",
+     "Other walservers that announced this server's --name since it started: two live "
+     "walservers must not share one (README, --name)."},
     {"walserver_records_skipped_total", "counter",
      "Records that could not be decoded (foreign producers, unknown versions, corruption), by "
      "topic kind."},

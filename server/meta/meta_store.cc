@@ -3,6 +3,7 @@
 #include <malloc.h>
 
 #include <future>
+#include <random>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -43,6 +44,7 @@ class PromiseDelivery : public DeliveryHandler {
 };
 
 constexpr absl::string_view kPruneKeyPrefix = "prune/";
+constexpr absl::string_view kServerKeyPrefix = "server/";
 // Records the tail applies under one hold of the table's lock (~0.2 ms), which appends look
 // their namespaces up under too.
 constexpr size_t kTailBatch = 128;
@@ -50,7 +52,9 @@ constexpr size_t kTailBatch = 128;
 }  // namespace
 
 MetaStore::MetaStore(std::vector<Slot> slots, MetaOptions options)
-    : options_(std::move(options)), table_(std::move(slots)) {}
+    : options_(std::move(options)),
+      table_(std::move(slots)),
+      session_((uint64_t{std::random_device()()} << 32) | std::random_device()()) {}
 
 absl::StatusOr<std::unique_ptr<MetaStore>> MetaStore::Open(const KafkaProperties& properties,
                                                            std::vector<Slot> slots,
@@ -98,7 +102,7 @@ absl::StatusOr<std::unique_ptr<MetaStore>> MetaStore::Open(const KafkaProperties
   if (!end.ok()) return end.status();
 
   store->tail_thread_ = std::thread([s = store.get()] { s->TailLoop(); });
-  store->redelete_thread_ = std::thread([s = store.get()] { s->RedeleteLoop(); });
+  store->restate_thread_ = std::thread([s = store.get()] { s->RestateLoop(); });
   if (absl::Status s = store->WaitApplied(end->high - 1, deadline); !s.ok()) {
     return absl::UnavailableError(absl::StrCat("reading the namespace table from ",
                                                store->options_.topic, ": ", s.message()));
@@ -121,28 +125,34 @@ MetaStore::~MetaStore() {
   {
     std::lock_guard lock(mu_);
     stop_.store(true);
-    failing_.store(true);  // releases RedeleteLoop's waits
+    failing_.store(true);  // releases RestateLoop's waits
     WakeWaitersLocked();
   }
-  redelete_cv_.notify_all();
-  if (redelete_thread_.joinable()) redelete_thread_.join();
+  restate_cv_.notify_all();
+  if (restate_thread_.joinable()) restate_thread_.join();
   if (tail_thread_.joinable()) tail_thread_.join();
 }
 
-void MetaStore::RedeleteLoop() {
+void MetaStore::RestateLoop() {
   std::unique_lock lock(mu_);
   while (true) {
-    redelete_cv_.wait(lock, [this] { return stop_.load() || !redelete_.empty(); });
+    restate_cv_.wait(lock, [this] { return stop_.load() || !restate_.empty(); });
     if (stop_.load()) return;
-    const std::vector<uint64_t> ids = std::move(redelete_);
-    redelete_.clear();
+    const std::vector<uint64_t> ids = std::move(restate_);
+    restate_.clear();
     lock.unlock();
     for (uint64_t id : ids) {
       if (stop_.load() || failing_.load()) break;
       const auto deadline = Clock::now() + kKafkaRequestTimeout;
-      // Read to the end first: another server may have restated the deletion already.
+      const auto try_again = [&](const absl::Status& why) {
+        spdlog::warn("restating namespace {}: {}; trying again", id, why.ToString());
+        std::unique_lock retry_lock(mu_);
+        restate_.push_back(id);
+        restate_cv_.wait_for(retry_lock, std::chrono::seconds(1), [this] { return stop_.load(); });
+      };
+      // Read to the end first: another server may have restated it already.
       if (absl::Status s = CatchUp(deadline); !s.ok()) {
-        spdlog::warn("restating the deletion of namespace {}: {}", id, s.ToString());
+        try_again(s);
         continue;
       }
       std::optional<NamespaceState> state;
@@ -150,16 +160,15 @@ void MetaStore::RedeleteLoop() {
         std::lock_guard table_lock(mu_);
         state = table_.DeletedButStale(id);
       }
-      if (!state) continue;
+      if (!state) {
+        RestateIfStale(id, deadline);  // live: created again from a stale view
+        continue;
+      }
       NamespaceRecord deletion = MakeRecord(NamespaceRecord::DELETE, *state, options_.writer);
       deletion.set_incarnation(state->meta_offset);
       auto offset = ProduceAndApply(id, deletion, deadline);
       if (!offset.ok()) {
-        spdlog::warn("restating the deletion of namespace {}: {}; trying again", id,
-                     offset.status().ToString());
-        std::unique_lock retry_lock(mu_);
-        redelete_.push_back(id);
-        redelete_cv_.wait_for(retry_lock, std::chrono::seconds(1), [this] { return stop_.load(); });
+        try_again(offset.status());
         continue;
       }
       spdlog::info("namespace {}: restated its deletion after a record written from a stale view",
@@ -233,6 +242,10 @@ void MetaStore::ApplyMessageLocked(const rd_kafka_message_t& msg) {
     before = std::max(before, slot.pruned_before());
     return;
   }
+  if (key.size() != 8 && absl::StartsWith(key, kServerKeyPrefix)) {
+    ApplyAnnouncementLocked(msg);
+    return;
+  }
   const std::optional<uint64_t> id = DecodeKey(msg.key, msg.key_len);
   NamespaceRecord record;
   if (!id || *id == 0 || msg.payload == nullptr ||
@@ -242,14 +255,74 @@ void MetaStore::ApplyMessageLocked(const rd_kafka_message_t& msg) {
     return;
   }
   const ApplyOutcome outcome = table_.Apply(*id, record, msg.offset);
-  if (outcome == ApplyOutcome::kStaleAfterDelete) {
-    redelete_.push_back(*id);
-    redelete_cv_.notify_one();
+  if (outcome == ApplyOutcome::kStaleAfterDelete ||
+      (outcome == ApplyOutcome::kCreated && table_.LatestRecordStale(*id))) {
+    restate_.push_back(*id);
+    restate_cv_.notify_one();
   }
   if (outcome == ApplyOutcome::kCreated) {
     spdlog::debug("namespace {} in {}[{}] from offset {}", *id, record.topic(), record.partition(),
                   record.start_offset());
   }
+}
+
+void MetaStore::ApplyAnnouncementLocked(const rd_kafka_message_t& msg) {
+  meta::v1::ServerRecord announcement;
+  if (msg.payload == nullptr ||
+      !announcement.ParseFromArray(msg.payload, static_cast<int>(msg.len)) ||
+      announcement.version() != 1) {
+    ++skipped_;
+    return;
+  }
+  if (announcement.name() != options_.writer) return;  // only this server's name matters here
+  last_announcement_ = announcement;
+  if (own_announcement_offset_ < 0 || msg.offset <= own_announcement_offset_ ||
+      announcement.session() == session_) {
+    return;
+  }
+  ++name_conflicts_;
+  spdlog::error(
+      "another walserver started with this server's name {} (on host {}, serving {}): readers "
+      "tell an entry torn by a crash from one still being written by its writer's name, so two "
+      "live walservers with one name can make them skip an entry that completes. Give each "
+      "sidecar its own --name, or stop one of them",
+      announcement.name(), announcement.host(), announcement.listen());
+}
+
+absl::Status MetaStore::Announce(const std::string& host, const std::string& listen,
+                                 Clock::time_point deadline) {
+  {
+    std::lock_guard lock(mu_);
+    if (last_announcement_ &&
+        (last_announcement_->host() != host || last_announcement_->listen() != listen)) {
+      spdlog::warn(
+          "walserver {} was last started on host {} serving {}, at {} ms since the epoch; if that "
+          "one still runs, two live walservers share a name, which can make readers skip an "
+          "entry that completes: give each sidecar its own --name",
+          options_.writer, last_announcement_->host(), last_announcement_->listen(),
+          last_announcement_->started_ms());
+    }
+  }
+  meta::v1::ServerRecord announcement;
+  announcement.set_version(1);
+  announcement.set_name(options_.writer);
+  announcement.set_session(session_);
+  announcement.set_host(host);
+  announcement.set_listen(listen);
+  announcement.set_started_ms(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                  std::chrono::system_clock::now().time_since_epoch())
+                                  .count());
+  auto offset = ProduceAndApply(absl::StrCat(kServerKeyPrefix, options_.writer),
+                                announcement.SerializeAsString(), deadline);
+  if (!offset.ok()) return offset.status();
+  std::lock_guard lock(mu_);
+  own_announcement_offset_ = *offset;
+  return absl::OkStatus();
+}
+
+uint64_t MetaStore::name_conflicts() const {
+  std::lock_guard lock(mu_);
+  return name_conflicts_;
 }
 
 absl::Status MetaStore::WaitApplied(int64_t offset, Clock::time_point deadline) {

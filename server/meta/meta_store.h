@@ -58,6 +58,14 @@ class MetaStore {
   absl::StatusOr<NamespaceState> Truncate(uint64_t namespace_id, int64_t truncated_before,
                                           Clock::time_point deadline);
   absl::Status Delete(uint64_t namespace_id, Clock::time_point deadline);
+  // Announces this process under its name (MetaOptions::writer) in the metadata topic, after a
+  // warning if another process announced the name last from another host or listen address (a
+  // restart on the same ones is this server again). From then on, an announcement of the name
+  // by another process is logged as an error and counted (name_conflicts).
+  absl::Status Announce(const std::string& host, const std::string& listen,
+                        Clock::time_point deadline);
+  // Announcements of this server's name by other processes since its own.
+  uint64_t name_conflicts() const;
   // Raises the namespace's epoch by one and returns the state with the new epoch, which this
   // call's record established (retrying when another server raised it at the same time).
   // NOT_FOUND for an unknown namespace.
@@ -99,6 +107,8 @@ class MetaStore {
  private:
   MetaStore(std::vector<Slot> slots, MetaOptions options);
   void TailLoop();
+  // A "server/<name>" record: remembered and reported when it announces this server's name.
+  void ApplyAnnouncementLocked(const rd_kafka_message_t& msg) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ApplyMessageLocked(const rd_kafka_message_t& msg) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Produces `record` for `namespace_id`, waits for Kafka's ack and for the tail thread to apply
   // it; returns its offset.
@@ -109,9 +119,11 @@ class MetaStore {
                                           Clock::time_point deadline);
   absl::Status WaitApplied(int64_t offset, Clock::time_point deadline);
   void Restate(const NamespaceState& state, Clock::time_point deadline);
-  // Restates deletions that a stale record came after (kStaleAfterDelete), on its own thread:
-  // the tail thread that finds them cannot wait for its own reading.
-  void RedeleteLoop();
+  // Restates what the tail found stale, on its own thread (the tail thread cannot wait for its
+  // own reading): deletions a stale record came after or that carry too low an epoch
+  // (kStaleAfterDelete), and namespaces created again by a record from a view that missed an
+  // earlier incarnation's epochs. Every server does it, so that no crash of one loses it.
+  void RestateLoop();
   // Restates the namespace if the latest record of its key falls short of its state (it was
   // written from a stale view), so that compaction cannot lose a change.
   void RestateIfStale(uint64_t namespace_id, Clock::time_point deadline);
@@ -140,15 +152,20 @@ class MetaStore {
   NamespaceTable table_ ABSL_GUARDED_BY(mu_);
   int64_t next_offset_ ABSL_GUARDED_BY(mu_) = 0;  // all records below are applied
   uint64_t skipped_ ABSL_GUARDED_BY(mu_) = 0;
+  // The latest announcement of this server's name read so far, and the offset of its own.
+  std::optional<meta::v1::ServerRecord> last_announcement_ ABSL_GUARDED_BY(mu_);
+  int64_t own_announcement_offset_ ABSL_GUARDED_BY(mu_) = -1;
+  uint64_t name_conflicts_ ABSL_GUARDED_BY(mu_) = 0;
+  const uint64_t session_;  // random per process: tells this process's announcement from others'
   std::string tail_error_ ABSL_GUARDED_BY(mu_);
   std::map<Slot, int64_t> pruned_before_ ABSL_GUARDED_BY(mu_);
 
   std::atomic<bool> stop_{false};
   std::atomic<bool> failing_{false};  // FailPending() was called
   std::thread tail_thread_;
-  std::condition_variable redelete_cv_;
-  std::vector<uint64_t> redelete_ ABSL_GUARDED_BY(mu_);  // namespaces for RedeleteLoop
-  std::thread redelete_thread_;
+  std::condition_variable restate_cv_;
+  std::vector<uint64_t> restate_ ABSL_GUARDED_BY(mu_);  // namespaces for RestateLoop
+  std::thread restate_thread_;
 };
 
 }  // namespace wal

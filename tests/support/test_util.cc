@@ -1,7 +1,10 @@
 #include "tests/support/test_util.h"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -194,12 +197,25 @@ std::vector<std::string> KafkaServerArgs(const std::string& brokers, const std::
           "--replication_factor=1", "--min_insync_replicas=1"};
 }
 
-absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(std::vector<std::string> args) {
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
+  socklen_t length = sizeof(address);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  close(fd);
+  return ntohs(address.sin_port);
+}
+
+absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(std::vector<std::string> args,
+                                                                    const std::string& listen) {
   auto p = std::make_unique<ServerProcess>();
   p->dir_ = (std::filesystem::temp_directory_path() / UniqueName("walserver")).string();
   std::filesystem::create_directories(p->dir_);
   p->args_ = std::move(args);
-  if (absl::Status s = p->Launch("127.0.0.1:0"); !s.ok()) return s;  // tests run in parallel
+  if (absl::Status s = p->Launch(listen); !s.ok()) return s;
   return p;
 }
 
@@ -252,6 +268,11 @@ int ServerProcess::Stop() {
   waitpid(pid_, &status, 0);
   pid_ = -1;
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+std::string ServerProcess::log() const {
+  std::ifstream in(dir_ + "/walserver.log");
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
 void ServerProcess::Kill() {

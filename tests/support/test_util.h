@@ -29,6 +29,10 @@ inline constexpr char kNoKafka[] =
     "WAL_TEST_BROKERS is not set: integration tests need the real Kafka that "
     "./scripts/test.sh starts";
 
+// A TCP port on 127.0.0.1 that was free a moment ago (for an address that must stay the same
+// across restarts).
+int FreePort();
+
 // Options of an in-process server on the mock cluster, listening on a free port.
 ServerOptions MockServerOptions();
 
@@ -51,11 +55,15 @@ std::unique_ptr<Client> LosingClient(const std::string& address, int lose_every,
 class ServerProcess {
  public:
   // Starts `walserver` with `args` (plus --listen and --ready_file) and waits until it serves.
-  static absl::StatusOr<std::unique_ptr<ServerProcess>> Start(std::vector<std::string> args);
+  // A port chosen at start (0) by default, since tests run in parallel.
+  static absl::StatusOr<std::unique_ptr<ServerProcess>> Start(
+      std::vector<std::string> args, const std::string& listen = "127.0.0.1:0");
   ~ServerProcess();  // SIGKILL if still running
 
   const std::string& address() const { return address_; }
   pid_t pid() const { return pid_; }
+  // What it logged so far, over all its restarts.
+  std::string log() const;
   // SIGTERM and wait; returns the exit status.
   int Stop();
   // SIGKILL and wait, as a crash would.
