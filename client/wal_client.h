@@ -88,9 +88,12 @@ struct ClientOptions {
   // connection when the answer takes longer than keepalive_timeout. Its calls end UNAVAILABLE
   // and the next ones go on a new connection, so a connection cut off without a FIN (a dropped
   // NAT entry, a host that lost power) is noticed within keepalive_time + keepalive_timeout.
-  // keepalive_time 0: no pings; else at least 1 s (walserver refuses faster pings).
+  // keepalive_time 0: no pings; else at least 1 s (walserver refuses faster pings). The timeout
+  // leaves room for gRPC's backup poller, which reads a connection every 5 s while no thread of
+  // the client waits on a call (an answer read later than keepalive_timeout drops a healthy
+  // connection).
   std::chrono::milliseconds keepalive_time{10000};
-  std::chrono::milliseconds keepalive_timeout{5000};
+  std::chrono::milliseconds keepalive_timeout{10000};
   // Sent with every call as "authorization: Bearer <auth_token>" when not empty (walserver's
   // --auth_token_file).
   std::string auth_token;
