@@ -77,6 +77,11 @@ absl::Status Validate(const ServerOptions& o) {
     return absl::InvalidArgumentError(
         "keepalive_time_ms must be 0 (no pings) or more, keepalive_timeout_ms at least 1");
   }
+  // Its announcement's key, "server/<name>", must not be 8 bytes long like a namespace's.
+  if (o.name.size() == 1) {
+    return absl::InvalidArgumentError(
+        "--name must be empty (the default) or at least 2 characters");
+  }
   if (o.slow_append.count() < 0) {
     return absl::InvalidArgumentError("slow_append_ms must be 0 (log none) or more");
   }

@@ -276,10 +276,13 @@ void MetaStore::ApplyAnnouncementLocked(const rd_kafka_message_t& msg) {
   }
   if (announcement.name() != options_.writer) return;  // only this server's name matters here
   last_announcement_ = announcement;
-  if (own_announcement_offset_ < 0 || msg.offset <= own_announcement_offset_ ||
-      announcement.session() == session_) {
+  if (announcement.session() == session_) {
+    // Ours: set here, in the batch that applies it, so that another process's announcement
+    // right after it in the same batch counts too.
+    if (own_announcement_offset_ < 0) own_announcement_offset_ = msg.offset;
     return;
   }
+  if (own_announcement_offset_ < 0 || msg.offset <= own_announcement_offset_) return;
   ++name_conflicts_;
   spdlog::error(
       "another walserver started with this server's name {} (on host {}, serving {}): readers "
@@ -314,10 +317,7 @@ absl::Status MetaStore::Announce(const std::string& host, const std::string& lis
                                   .count());
   auto offset = ProduceAndApply(absl::StrCat(kServerKeyPrefix, options_.writer),
                                 announcement.SerializeAsString(), deadline);
-  if (!offset.ok()) return offset.status();
-  std::lock_guard lock(mu_);
-  own_announcement_offset_ = *offset;
-  return absl::OkStatus();
+  return offset.status();
 }
 
 uint64_t MetaStore::name_conflicts() const {

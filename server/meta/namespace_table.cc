@@ -114,9 +114,11 @@ ApplyOutcome NamespaceTable::Apply(uint64_t id, const NamespaceRecord& r, int64_
   // Every other kind applies only to the assignment it names, and only raises: truncation,
   // epoch and fences merge, so records written from stale views never undo a change.
   if (row.state.deleted) {
+    // A change after the deletion, or a second deletion with a lower epoch (written from a view
+    // that missed an acquisition, landing after an up-to-date one): compaction would keep it.
     const bool deletion = r.kind() == NamespaceRecord::DELETE || r.deleted();
-    row.latest_record_stale = !deletion;
-    return deletion ? ApplyOutcome::kIgnored : ApplyOutcome::kStaleAfterDelete;
+    row.latest_record_stale = !deletion || r.epoch() < row.state.epoch;
+    return row.latest_record_stale ? ApplyOutcome::kStaleAfterDelete : ApplyOutcome::kIgnored;
   }
   if (!row.state.SameAssignment(r) ||
       (r.incarnation() != 0 && r.incarnation() != row.state.meta_offset)) {

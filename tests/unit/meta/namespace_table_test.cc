@@ -322,6 +322,17 @@ TEST(NamespaceTable, ADeletionFromAViewThatMissedAnAcquisitionIsRestated) {
   NamespaceTable compacted(ThreeSlots());
   compacted.Apply(1, restated, 5);
   EXPECT_EQ(compacted.EarlierEpoch(1), 2u);
+
+  // The same stale deletion landing after an up-to-date one.
+  NamespaceTable second(ThreeSlots());
+  second.Apply(1, Record(NamespaceRecord::CREATE, slot, 10), 1);
+  second.Apply(1, WithEpoch(Record(NamespaceRecord::ACQUIRE, slot, 10), 2), 2);
+  EXPECT_EQ(second.Apply(1, WithEpoch(Record(NamespaceRecord::DELETE, slot, 10), 2), 3),
+            ApplyOutcome::kUpdated);
+  EXPECT_EQ(second.Apply(1, WithEpoch(Record(NamespaceRecord::DELETE, slot, 10), 1), 4),
+            ApplyOutcome::kStaleAfterDelete);
+  EXPECT_EQ(second.EarlierEpoch(1), 2u);
+  EXPECT_TRUE(second.DeletedButStale(1).has_value());
 }
 
 }  // namespace
