@@ -377,38 +377,44 @@ TEST_F(KafkaProcessTest, FloodOf64MiBAppendsStaysUnderTheMemoryBound) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   });
-  std::vector<std::thread> writers;
-  for (int w = 1; w <= kWriters; ++w) {
-    writers.emplace_back([&, w] {
-      ClientOptions options;
-      options.target = server->address();
-      options.timeout = seconds(120);
-      options.max_retries = 0;  // see every RESOURCE_EXHAUSTED
-      auto c = Client::Connect(options);
-      for (int i = 0; i < 3; ++i) {
-        auto ids = (*c)->Append(w, {entry});
-        if (ids.ok()) {
-          ++ok;
-          ++ok_per_writer[w];
-        } else if (absl::IsResourceExhausted(ids.status())) {
-          ++refused;
-          std::this_thread::sleep_for(std::chrono::milliseconds(200));
-        } else {
-          if (++other == 1) std::cerr << "flood: first other error: " << ids.status() << "\n";
+  // Whether two appends meet in flight depends on how fast Kafka takes them (one run in CI had
+  // none in 18): the flood goes on for up to 5 rounds until one is refused.
+  int rounds = 0;
+  for (; rounds < 5 && refused == 0; ++rounds) {
+    std::vector<std::thread> writers;
+    for (int w = 1; w <= kWriters; ++w) {
+      writers.emplace_back([&, w] {
+        ClientOptions options;
+        options.target = server->address();
+        options.timeout = seconds(120);
+        options.max_retries = 0;  // see every RESOURCE_EXHAUSTED
+        auto c = Client::Connect(options);
+        for (int i = 0; i < 3; ++i) {
+          auto ids = (*c)->Append(w, {entry});
+          if (ids.ok()) {
+            ++ok;
+            ++ok_per_writer[w];
+          } else if (absl::IsResourceExhausted(ids.status())) {
+            ++refused;
+            std::this_thread::sleep_for(std::chrono::milliseconds(200));
+          } else {
+            if (++other == 1) std::cerr << "flood: first other error: " << ids.status() << "\n";
+          }
         }
-      }
-    });
+      });
+    }
+    for (auto& t : writers) t.join();
   }
-  for (auto& t : writers) t.join();
   done = true;
   sampler.join();
   // Bound: the bytes in flight, held as request and as records (x2), plus one more request per
   // writer being received or refused, which for a moment is both gRPC's received bytes and the
   // parsed message (x2), plus the process at rest.
   const int64_t bound_mib = 2 * kInFlightMiB + 2 * kWriters * 64 + 128;
-  std::cerr << "RESULT flood: " << kWriters << " writers x 3 appends of 64 MiB: " << ok << " ok, "
-            << refused << " RESOURCE_EXHAUSTED, " << other << " other; walserver peak RSS "
-            << peak / 1024 << " MiB (bound " << bound_mib << " MiB)\n";
+  std::cerr << "RESULT flood: " << rounds << " round(s) of " << kWriters
+            << " writers x 3 appends of 64 MiB: " << ok << " ok, " << refused
+            << " RESOURCE_EXHAUSTED, " << other << " other; walserver peak RSS " << peak / 1024
+            << " MiB (bound " << bound_mib << " MiB)\n";
   EXPECT_EQ(other, 0);
   EXPECT_GT(ok, 0);
   EXPECT_GT(refused, 0);
