@@ -97,9 +97,11 @@ BUILD_DIR=build-tsan CMAKE_ARGS=-DWAL_SANITIZE=thread ./scripts/build.sh
   TSAN_OPTIONS="halt_on_error=1:ignore_noninstrumented_modules=1:second_deadlock_stack=1:suppressions=$PWD/../tests/tsan.supp" \
   ctest -L 'unit|integration' -E 'Flood' --output-on-failure -j2)
 
-echo "== fault tests (3-node Kafka cluster)"
+echo "== fault tests (3-node Kafka cluster, each node in a network namespace of its own)"
 "$temporary_kafka_sh" stop "$temporary_broker_dir"  # room for three JVMs
-start_temporary_cluster
+# The partition tests cut links between the nodes and walserver (tests/kafka/network.sh, root
+# only); without namespaces they fail, saying so.
+WAL_KAFKA_NETNS=1 start_temporary_cluster
 (cd "${BUILD_DIR:-build}" && WAL_TEST_CLUSTER=$KAFKA_CLUSTER_DIR ctest --output-on-failure -L fault "$@")
 "$temporary_kafka_sh" cluster-stop "$KAFKA_CLUSTER_DIR"
 

@@ -22,6 +22,10 @@
 #   tests/kafka/kafka.sh node-stop DIR ID         stop node ID cleanly
 #   tests/kafka/kafka.sh node-start DIR ID        start node ID again
 #   tests/kafka/kafka.sh bootstrap DIR            print the nodes' HOST:PORT list
+# With WAL_KAFKA_NETNS=1 at its first cluster-start, each node runs in a network namespace of its
+# own behind links that tests/kafka/network.sh cuts, slows and heals (root only; one such cluster
+# per machine, on fixed addresses); cluster-start then heals every link and cluster-stop removes
+# the namespaces.
 #
 # The broker's version is $WAL_KAFKA_VERSION (default: kafka.version in pom.xml, the suite's);
 # test.sh's compatibility run sets it (README lists the versions tested). The jars are cached in
@@ -65,17 +69,19 @@ java_run() {
 }
 
 # write_config NODE_ID PORT VOTERS REPLICATION [SASL_PORT]: server.properties and
-# log4j2.properties in $dir. With SASL_PORT, a SASL_PLAINTEXT listener (PLAIN) too.
+# log4j2.properties in $dir, listening on $host. With SASL_PORT, a SASL_PLAINTEXT listener
+# (PLAIN) too.
+host=127.0.0.1
 write_config() {
   local node=$1 port=$2 voters=$3 rf=$4 sasl_port=${5:-} cport listeners advertised map
-  cport=${voters#*"$node"@127.0.0.1:}
+  cport=${voters#*"$node"@"$host":}
   cport=${cport%%,*}
-  listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
-  advertised=PLAINTEXT://127.0.0.1:$port
+  listeners=PLAINTEXT://$host:$port,CONTROLLER://$host:$cport
+  advertised=PLAINTEXT://$host:$port
   map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
   if [[ -n "$sasl_port" ]]; then
-    listeners+=",SASL_PLAINTEXT://127.0.0.1:$sasl_port"
-    advertised+=",SASL_PLAINTEXT://127.0.0.1:$sasl_port"
+    listeners+=",SASL_PLAINTEXT://$host:$sasl_port"
+    advertised+=",SASL_PLAINTEXT://$host:$sasl_port"
     map+=",SASL_PLAINTEXT:SASL_PLAINTEXT"
   fi
   mkdir -p "$dir/data"
@@ -117,7 +123,7 @@ PROPS
 sasl.enabled.mechanisms=PLAIN
 listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="admin-secret" user_admin="admin-secret" user_walserver="walserver-secret";
 PROPS
-    echo "127.0.0.1:$sasl_port" >"$dir/sasl_bootstrap"
+    echo "$host:$sasl_port" >"$dir/sasl_bootstrap"
   fi
   cat >"$dir/log4j2.properties" <<PROPS
 status = warn
@@ -131,7 +137,7 @@ rootLogger.appenderRef.file.ref = FILE
 logger.server.name = kafka.server.KafkaRaftServer
 logger.server.level = INFO
 PROPS
-  echo "127.0.0.1:$port" >"$dir/bootstrap"
+  echo "$host:$port" >"$dir/bootstrap"
 }
 
 format() {
@@ -139,9 +145,21 @@ format() {
     >"$dir/format.log" 2>&1
 }
 
-# Starts the node in $dir in the background.
+# Starts the node in $dir in the background, in its network namespace if it has one.
 launch() {
-  setsid java -Xms128m -Xmx512m -XX:+UseSerialGC \
+  local netns=()
+  if [[ -f "$dir/netns" ]]; then
+    # The namespaces' addresses are the same for every such cluster: one at a time per machine.
+    local bootstrap
+    bootstrap=$(cat "$dir/bootstrap")
+    if (exec 3<>"/dev/tcp/${bootstrap%:*}/${bootstrap##*:}") 2>/dev/null; then
+      log "another cluster's broker already serves $bootstrap; stop it first (one cluster in" \
+        "network namespaces per machine)"
+      return 1
+    fi
+    netns=(ip netns exec "$(cat "$dir/netns")")
+  fi
+  setsid "${netns[@]}" java -Xms128m -Xmx512m -XX:+UseSerialGC \
     -Dlog4j2.configurationFile="$dir/log4j2.properties" \
     -cp "$cache/libs/*" kafka.Kafka "$dir/server.properties" >>"$dir/stdout.log" 2>&1 &
   echo $! >"$dir/pid"
@@ -210,18 +228,33 @@ cluster_start() {
   fetch
   mkdir -p "$cluster"
   cluster=$(cd "$cluster" && pwd)
+  if [[ ! -f "$cluster/bootstrap" && "${WAL_KAFKA_NETNS:-}" == 1 ]]; then
+    touch "$cluster/netns"
+  fi
+  if [[ -f "$cluster/netns" ]]; then
+    "$here/network.sh" up
+  fi
   if [[ ! -f "$cluster/bootstrap" ]]; then
-    local ports=() voters="" id uuid
-    for _ in 1 2 3 4 5 6; do ports+=("$(free_port)"); done
-    if (($(printf '%s\n' "${ports[@]}" | sort -u | wc -l) != 6)); then
-      log "could not find 6 distinct free ports; try again"
-      return 1
+    local ports=() hosts=() voters="" id uuid
+    if [[ -f "$cluster/netns" ]]; then
+      # A namespace of its own per node: the same two ports on three addresses.
+      for id in 1 2 3; do hosts+=("$("$here/network.sh" address "$id")"); done
+      ports=(9092 9092 9092 9093 9093 9093)
+    else
+      for _ in 1 2 3; do hosts+=(127.0.0.1); done
+      for _ in 1 2 3 4 5 6; do ports+=("$(free_port)"); done
+      if (($(printf '%s\n' "${ports[@]}" | sort -u | wc -l) != 6)); then
+        log "could not find 6 distinct free ports; try again"
+        return 1
+      fi
     fi
-    for id in 1 2 3; do voters+="${voters:+,}$id@127.0.0.1:${ports[id + 2]}"; done
+    for id in 1 2 3; do voters+="${voters:+,}$id@${hosts[id - 1]}:${ports[id + 2]}"; done
     uuid=$(dir=$cluster java_run kafka.tools.StorageTool random-uuid)
     for id in 1 2 3; do
       dir=$cluster/node-$id
+      host=${hosts[id - 1]}
       write_config "$id" "${ports[id - 1]}" "$voters" 3
+      if [[ -f "$cluster/netns" ]]; then "$here/network.sh" namespace "$id" >"$dir/netns"; fi
       format "$uuid"
     done
     (for id in 1 2 3; do cat "$cluster/node-$id/bootstrap"; done) | paste -sd, >"$cluster/bootstrap"
@@ -266,6 +299,7 @@ cluster_stop() {
     stop TERM &
   done
   wait
+  if [[ -f "$cluster/netns" ]]; then "$here/network.sh" down; fi
 }
 
 cmd=${1:-}

@@ -49,7 +49,14 @@ void Workload::Write(uint64_t ns) {
   for (uint64_t seq = 1; !stop_;) {
     std::vector<std::string> batch;
     for (int i = 0; i < batch_; ++i) batch.push_back(EntryData(ns, seq + i, entry_bytes_));
+    const auto start = std::chrono::steady_clock::now();
     auto ids = client->Append(ns, batch);
+    const int64_t took = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::steady_clock::now() - start)
+                             .count();
+    int64_t slowest = slowest_append_ms_.load();
+    while (took > slowest && !slowest_append_ms_.compare_exchange_weak(slowest, took)) {
+    }
     {
       std::lock_guard<std::mutex> lock(mu_);
       for (int i = 0; i < batch_; ++i) outcomes_[ns][seq + i] = ids.ok();

@@ -42,8 +42,12 @@ class Workload {
   void Stop();
   // Entries acknowledged so far.
   uint64_t acknowledged() const { return acknowledged_.load(); }
-  // Failed appends so far, and the latest error.
+  // Failed appends so far.
   uint64_t failures() const { return failures_.load(); }
+  // The longest an append call took to answer, success or not (against the client's deadline).
+  std::chrono::milliseconds slowest_append() const {
+    return std::chrono::milliseconds(slowest_append_ms_.load());
+  }
   // Blocks until `count` more entries are acknowledged than now; false after `timeout`.
   bool WaitForProgress(uint64_t count, std::chrono::milliseconds timeout) const;
 
@@ -63,6 +67,7 @@ class Workload {
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> acknowledged_{0};
   std::atomic<uint64_t> failures_{0};
+  std::atomic<int64_t> slowest_append_ms_{0};
   std::vector<std::thread> threads_;
   mutable std::mutex mu_;
   // Per namespace, per sequence: true acknowledged, false outcome unknown.

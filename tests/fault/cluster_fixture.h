@@ -1,0 +1,100 @@
+// The fixture of the fault tests: the 3-node Kafka cluster that ./scripts/test.sh starts (its
+// directory in $WAL_TEST_CLUSTER), its nodes and links to break, and walserver to run on it.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "server/kafka/client.h"
+#include "tests/support/checker.h"
+#include "tests/support/test_util.h"
+
+namespace wal::testing {
+
+class ClusterFaultTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* dir = std::getenv("WAL_TEST_CLUSTER");
+    ASSERT_NE(dir, nullptr) << "WAL_TEST_CLUSTER is not set: fault tests need the 3-node Kafka "
+                               "cluster that ./scripts/test.sh starts";
+    cluster_ = dir;
+    std::ifstream in(cluster_ + "/bootstrap");
+    std::getline(in, brokers_);
+    ASSERT_FALSE(brokers_.empty());
+    prefix_ = UniqueName("fault");
+  }
+  void TearDown() override {
+    // Whatever a test did, leave every node running and every link whole for the next one.
+    Cluster("cluster-start");
+  }
+  bool Node(const std::string& verb, int id) {
+    const std::string command = absl::StrCat(KAFKA_SH, " ", verb, " ", cluster_, " ", id, " >&2");
+    return std::system(command.c_str()) == 0;
+  }
+  // Starts the nodes that are down, all at once (one alone has no quorum), and waits for all.
+  bool Cluster(const std::string& verb) {
+    const std::string command = absl::StrCat(KAFKA_SH, " ", verb, " ", cluster_, " >&2");
+    return std::system(command.c_str()) == 0;
+  }
+  // True when each node runs in a network namespace of its own (WAL_KAFKA_NETNS=1 when the
+  // cluster was made), so that Link can break one link between two of them.
+  bool InNamespaces() const { return std::filesystem::exists(cluster_ + "/netns"); }
+  // tests/kafka/network.sh `verb` A B [RATE]: "cut", "slow" or "heal" the link between nodes a
+  // and b, where 0 is this host (the test and walserver) and 1-3 are the Kafka nodes.
+  static bool Link(const std::string& verb, int a, int b, const std::string& rate = "") {
+    const std::string command = absl::StrCat(NETWORK_SH, " ", verb, " ", a, " ", b, " ", rate);
+    return std::system(command.c_str()) == 0;
+  }
+  std::unique_ptr<ServerProcess> StartServer() {
+    auto p = ServerProcess::Start({"--brokers=" + brokers_, "--topic_prefix=" + prefix_,
+                                   "--topic_count=2", "--partitions_per_topic=2",
+                                   "--replication_factor=3", "--min_insync_replicas=2"});
+    EXPECT_TRUE(p.ok()) << p.status();
+    return p.ok() ? std::move(*p) : nullptr;
+  }
+  // The node leading a partition, from a metadata request.
+  int Leader(const std::string& topic, int32_t partition) {
+    auto client = NewKafkaClient(RD_KAFKA_PRODUCER, {{"bootstrap.servers", brokers_}});
+    if (!client.ok()) return -1;
+    rd_kafka_topic_t* t = rd_kafka_topic_new(client->get(), topic.c_str(), nullptr);
+    const rd_kafka_metadata_t* md = nullptr;
+    int leader = -1;
+    if (rd_kafka_metadata(client->get(), 0, t, &md, 10000) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+      for (int i = 0; i < md->topic_cnt; ++i) {
+        for (int p = 0; p < md->topics[i].partition_cnt; ++p) {
+          if (md->topics[i].partitions[p].id == partition) {
+            leader = md->topics[i].partitions[p].leader;
+          }
+        }
+      }
+      rd_kafka_metadata_destroy(md);
+    }
+    rd_kafka_topic_destroy(t);
+    return leader;
+  }
+  static std::function<std::unique_ptr<Client>()> Connector(
+      const std::string& address, std::chrono::milliseconds timeout = std::chrono::seconds(60)) {
+    return [address, timeout] { return Connect(address, timeout); };
+  }
+  void Report(const std::string& name, const Verdict& v, const std::string& extra = "") {
+    std::cerr << "RESULT " << name << ": " << v.Summary() << extra << "\n";
+    EXPECT_TRUE(v.clean()) << v.Summary();
+    EXPECT_GT(v.acknowledged, 0u);
+  }
+
+  std::string cluster_;
+  std::string brokers_;
+  std::string prefix_;
+};
+
+}  // namespace wal::testing

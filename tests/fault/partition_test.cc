@@ -1,0 +1,212 @@
+// Network faults between walserver and the 3-node Kafka cluster, each node in a network
+// namespace of its own (tests/kafka/network.sh): walserver cut off from the leader of a slot
+// while the cluster goes on, that leader cut off from the other nodes (a new leader is
+// elected), a flapping link and a slow one. Each runs under the Workload checker's load and
+// checks that nothing is lost, duplicated or reordered, that every call is answered by its
+// deadline, and how soon appends to the slot succeed again.
+#include <optional>
+
+#include "tests/fault/cluster_fixture.h"
+
+namespace wal::testing {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using Clock = std::chrono::steady_clock;
+
+// Deadline of the load's calls, and of each probe append.
+constexpr milliseconds kCallDeadline = seconds(10);
+constexpr milliseconds kProbeDeadline = seconds(2);
+// How late an answer may come after its deadline: the client's timer and the scheduling of
+// this loaded 2-core machine, not walserver.
+constexpr milliseconds kLateness{500};
+
+milliseconds Since(Clock::time_point start) {
+  return std::chrono::duration_cast<milliseconds>(Clock::now() - start);
+}
+
+struct Probing {
+  int probes = 0;
+  int succeeded = 0;
+  milliseconds slowest{0};
+};
+
+class PartitionTest : public ClusterFaultTest {
+ protected:
+  void SetUp() override {
+    ClusterFaultTest::SetUp();
+    if (HasFatalFailure()) return;
+    ASSERT_TRUE(InNamespaces())
+        << "partition tests need the cluster's nodes in network namespaces of their own: make "
+           "it as root with WAL_KAFKA_NETNS=1 (./scripts/test.sh does)";
+    server_ = StartServer();
+    ASSERT_NE(server_, nullptr);
+    admin_ = Connect(server_->address());
+    for (uint64_t ns : namespaces_) ASSERT_TRUE(admin_->CreateNamespace(ns).ok());
+    auto slot = admin_->GetNamespace(namespaces_[0]);
+    ASSERT_TRUE(slot.ok()) << slot.status();
+    topic_ = slot->topic();
+    partition_ = slot->partition();
+    leader_ = Leader(topic_, partition_);
+    ASSERT_GE(leader_, 1);
+    // The probe appends to a namespace of its own on the same slot, outside the checked load.
+    for (uint64_t id = 100; id < 120 && probe_ns_ == 0; ++id) {
+      ASSERT_TRUE(admin_->CreateNamespace(id).ok());
+      auto info = admin_->GetNamespace(id);
+      ASSERT_TRUE(info.ok()) << info.status();
+      if (info->topic() == topic_ && info->partition() == partition_) probe_ns_ = id;
+    }
+    ASSERT_NE(probe_ns_, 0u) << "no namespace landed on the slot of namespace 1";
+    ClientOptions once;
+    once.target = server_->address();
+    once.timeout = kProbeDeadline;
+    once.max_retries = 0;
+    auto probe = Client::Connect(once);
+    ASSERT_TRUE(probe.ok()) << probe.status();
+    probe_ = std::move(*probe);
+    load_ = std::make_unique<Workload>(Connector(server_->address(), kCallDeadline), namespaces_);
+    load_->Start();
+    ASSERT_TRUE(load_->WaitForProgress(200, seconds(30)));
+  }
+  void TearDown() override {
+    if (load_ != nullptr) load_->Stop();
+    ClusterFaultTest::TearDown();
+  }
+
+  // One probe append after another for `duration`, each with kProbeDeadline.
+  Probing ProbeFor(milliseconds duration) {
+    Probing p;
+    const auto end = Clock::now() + duration;
+    while (Clock::now() < end) {
+      const auto start = Clock::now();
+      const bool ok = probe_->Append(probe_ns_, {"probe"}).ok();
+      p.slowest = std::max(p.slowest, Since(start));
+      ++p.probes;
+      if (ok) ++p.succeeded;
+      std::this_thread::sleep_for(milliseconds(100));  // a steady trickle, not a flood
+    }
+    return p;
+  }
+  // Probe appends until one succeeds; how long that took, or nothing after `limit`.
+  std::optional<milliseconds> UntilAppendSucceeds(milliseconds limit) {
+    const auto start = Clock::now();
+    while (Since(start) < limit) {
+      if (probe_->Append(probe_ns_, {"probe"}).ok()) return Since(start);
+      std::this_thread::sleep_for(milliseconds(50));
+    }
+    return std::nullopt;
+  }
+  // The load goes on after the fault; nothing it wrote is lost, duplicated or reordered, and
+  // every call was answered by its deadline.
+  void Finish(const std::string& name, const std::string& figures) {
+    ASSERT_TRUE(load_->WaitForProgress(200, seconds(60))) << "the load must go on after healing";
+    load_->Stop();
+    EXPECT_LE(load_->slowest_append(), kCallDeadline + kLateness);
+    Report(name, load_->Check(*admin_),
+           absl::StrCat("; ", figures, "; slowest append of the load ",
+                        load_->slowest_append().count(), " ms"));
+  }
+  // Another node than `node`: the next one, or the one after.
+  static int Other(int node, int step) { return (node - 1 + step) % 3 + 1; }
+
+  const std::vector<uint64_t> namespaces_{1, 2, 3, 4};
+  std::unique_ptr<ServerProcess> server_;
+  std::unique_ptr<Client> admin_;
+  std::unique_ptr<Client> probe_;
+  std::unique_ptr<Workload> load_;
+  std::string topic_;
+  int32_t partition_ = 0;
+  int leader_ = -1;
+  uint64_t probe_ns_ = 0;
+};
+
+TEST_F(PartitionTest, WalserverCutOffFromItsSlotLeader) {
+  // Namespaces on slots that other nodes lead must not wait for the cut one.
+  int elsewhere = 0;
+  for (uint64_t ns : namespaces_) {
+    auto info = admin_->GetNamespace(ns);
+    ASSERT_TRUE(info.ok());
+    if (Leader(info->topic(), info->partition()) != leader_) ++elsewhere;
+  }
+  ASSERT_TRUE(Link("cut", 0, leader_));
+  const uint64_t before = load_->acknowledged();
+  const Probing during = ProbeFor(seconds(15));
+  const uint64_t elsewhere_acknowledged = load_->acknowledged() - before;
+  ASSERT_TRUE(Link("heal", 0, leader_));
+  const auto back = UntilAppendSucceeds(seconds(60));
+
+  EXPECT_EQ(during.succeeded, 0) << "the leader was out of reach: the cut did not hold";
+  EXPECT_LE(during.slowest, kProbeDeadline + kLateness);
+  if (elsewhere > 0) {
+    EXPECT_GT(elsewhere_acknowledged, 0u) << "other slots stalled too";
+  }
+  ASSERT_TRUE(back.has_value()) << "appends to the slot did not come back after healing";
+  Finish("walserver cut off from its slot leader",
+         absl::StrCat("node ", leader_, " cut off for 15 s; ", during.probes,
+                      " probes to its slot, all failed, slowest ", during.slowest.count(), " ms; ",
+                      elsewhere_acknowledged, " entries acknowledged on ", elsewhere,
+                      " other slots meanwhile; the slot took appends again ", back->count(),
+                      " ms after healing"));
+}
+
+TEST_F(PartitionTest, SlotLeaderCutOffFromTheOtherNodes) {
+  const int a = Other(leader_, 1), b = Other(leader_, 2);
+  ASSERT_TRUE(Link("cut", leader_, a));
+  ASSERT_TRUE(Link("cut", leader_, b));
+  // walserver still reaches the old leader, which can no longer commit (its followers cannot
+  // fetch, and it cannot shrink its ISR without the controller quorum): appends succeed again
+  // only once the other two elect a new leader.
+  const auto moved = UntilAppendSucceeds(seconds(90));
+  ASSERT_TRUE(moved.has_value()) << "no new leader took appends within 90 s of the cut";
+  const int new_leader = Leader(topic_, partition_);
+  const Probing after_move = ProbeFor(seconds(5));
+  ASSERT_TRUE(Link("heal", leader_, a));
+  ASSERT_TRUE(Link("heal", leader_, b));
+
+  EXPECT_EQ(after_move.succeeded, after_move.probes) << "appends failed after the new leader";
+  Finish("slot leader cut off from the other nodes",
+         absl::StrCat("node ", leader_, " cut off from nodes ", a, " and ", b,
+                      "; the slot took appends again ", moved->count(),
+                      " ms after the cut (metadata names node ", new_leader, " as leader); ",
+                      after_move.succeeded, " of ", after_move.probes,
+                      " probes succeeded in the next 5 s"));
+}
+
+TEST_F(PartitionTest, FlappingLinkToTheSlotLeader) {
+  // The fault itself is timed: one second cut, one second whole, ten times.
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_TRUE(Link("cut", 0, leader_));
+    std::this_thread::sleep_for(seconds(1));
+    ASSERT_TRUE(Link("heal", 0, leader_));
+    std::this_thread::sleep_for(seconds(1));
+  }
+  const auto back = UntilAppendSucceeds(seconds(60));
+  ASSERT_TRUE(back.has_value()) << "appends to the slot did not come back after the flapping";
+  Finish("flapping link to the slot leader",
+         absl::StrCat("link to node ", leader_,
+                      " cut and healed 10 times, 1 s each; the slot "
+                      "took appends ",
+                      back->count(), " ms after the last healing"));
+}
+
+TEST_F(PartitionTest, SlowLinkToTheSlotLeader) {
+  ASSERT_TRUE(Link("slow", 0, leader_, "1mbit"));
+  const uint64_t before = load_->acknowledged();
+  const Probing during = ProbeFor(seconds(15));
+  const uint64_t acknowledged = load_->acknowledged() - before;
+  ASSERT_TRUE(Link("heal", 0, leader_));
+  const auto back = UntilAppendSucceeds(seconds(60));
+
+  EXPECT_GT(during.succeeded, 0) << "a slow link must still carry appends";
+  EXPECT_LE(during.slowest, kProbeDeadline + kLateness);
+  ASSERT_TRUE(back.has_value());
+  Finish("slow link to the slot leader",
+         absl::StrCat("link to node ", leader_, " at 1 Mbit/s for 15 s; ", during.succeeded, " of ",
+                      during.probes, " probes to its slot succeeded, slowest ",
+                      during.slowest.count(), " ms; the load acknowledged ", acknowledged,
+                      " entries meanwhile; ", back->count(), " ms to the first append after"));
+}
+
+}  // namespace
+}  // namespace wal::testing
