@@ -6,7 +6,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <deque>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -74,6 +76,11 @@ TcpProxy::~TcpProxy() {
 
 void TcpProxy::BlackHoleExisting() { black_holed_below_ = accepted_.load(); }
 
+void TcpProxy::Slow(std::chrono::milliseconds latency, int64_t bytes_per_second) {
+  latency_ms_ = latency.count();
+  bytes_per_second_ = bytes_per_second;
+}
+
 void TcpProxy::Accept() {
   while (!stop_) {
     pollfd p{listen_fd_, POLLIN, 0};
@@ -96,10 +103,37 @@ void TcpProxy::Accept() {
 }
 
 void TcpProxy::Pump(int id, int client_fd, int upstream_fd) {
+  using Clock = std::chrono::steady_clock;
+  const auto latency = std::chrono::milliseconds(latency_ms_.load());
+  const int64_t rate = bytes_per_second_.load();
+  // Per direction, what was read and when it is due at the other side, in order.
+  struct Chunk {
+    Clock::time_point due;
+    std::string bytes;
+  };
+  std::deque<Chunk> pending[2];
+  Clock::time_point transmitted[2] = {};  // when the link has carried what was read so far
   std::vector<char> buffer(64 * 1024);
   pollfd fds[2] = {{client_fd, POLLIN, 0}, {upstream_fd, POLLIN, 0}};
   while (!stop_) {
-    if (poll(fds, 2, 50) <= 0) continue;
+    // Send what is due; wait for the next due chunk or new bytes.
+    int wait_ms = 50;
+    const auto now = Clock::now();
+    for (int to = 0; to < 2; ++to) {
+      std::deque<Chunk>& queue = pending[1 - to];
+      while (!queue.empty() && queue.front().due <= now) {
+        if (!WriteAll(fds[to].fd, queue.front().bytes.data(), queue.front().bytes.size())) {
+          shutdown(fds[1 - to].fd, SHUT_RDWR);
+          return;
+        }
+        queue.pop_front();
+      }
+      if (!queue.empty()) {
+        const auto until = std::chrono::ceil<std::chrono::milliseconds>(queue.front().due - now);
+        wait_ms = std::min<int>(wait_ms, static_cast<int>(until.count()));
+      }
+    }
+    if (poll(fds, 2, wait_ms) <= 0) continue;
     for (int from = 0; from < 2; ++from) {
       if (fds[from].revents == 0) continue;
       const ssize_t n = recv(fds[from].fd, buffer.data(), buffer.size(), 0);
@@ -114,10 +148,23 @@ void TcpProxy::Pump(int id, int client_fd, int upstream_fd) {
         return;
       }
       if (black_hole) continue;  // swallowed
-      if (!WriteAll(fds[1 - from].fd, buffer.data(), static_cast<size_t>(n))) {
-        shutdown(fds[from].fd, SHUT_RDWR);
-        return;
+      if (latency.count() == 0 && rate == 0) {
+        if (!WriteAll(fds[1 - from].fd, buffer.data(), static_cast<size_t>(n))) {
+          shutdown(fds[from].fd, SHUT_RDWR);
+          return;
+        }
+        continue;
       }
+      // The link carries the bytes after those read before them, at `rate`; they arrive
+      // `latency` later. What the proxy holds meanwhile is unbounded: for tests, not floods.
+      Clock::time_point carried = Clock::now();
+      if (rate > 0) {
+        transmitted[from] =
+            std::max(transmitted[from], carried) + std::chrono::microseconds(n * 1000000 / rate);
+        carried = transmitted[from];
+      }
+      pending[from].push_back(
+          {carried + latency, std::string(buffer.data(), static_cast<size_t>(n))});
     }
   }
 }

@@ -2,10 +2,12 @@
 // client and walserver. BlackHoleExisting() turns every connection open at that moment into a
 // black hole: bytes are taken in and dropped both ways, with no FIN and no RST, as when a NAT or
 // load-balancer entry is dropped or the peer's host loses power. Connections made afterwards
-// work, so a client that notices and reconnects gets through.
+// work, so a client that notices and reconnects gets through. Slow() makes the link slow both
+// ways: every byte arrives `latency` after it was sent, and at most `bytes_per_second` pass.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -29,6 +31,8 @@ class TcpProxy {
   // Connections accepted so far.
   int connections() const { return accepted_.load(); }
   void BlackHoleExisting();
+  // For connections accepted afterwards. 0 bytes_per_second: no limit.
+  void Slow(std::chrono::milliseconds latency, int64_t bytes_per_second);
 
  private:
   TcpProxy() = default;
@@ -44,6 +48,8 @@ class TcpProxy {
   std::atomic<bool> stop_{false};
   std::atomic<int> accepted_{0};
   std::atomic<int> black_holed_below_{0};  // connections with a lower id are black holes
+  std::atomic<int64_t> latency_ms_{0};
+  std::atomic<int64_t> bytes_per_second_{0};
   std::thread acceptor_;
   std::mutex mu_;
   std::vector<std::thread> pumps_ ABSL_GUARDED_BY(mu_);
