@@ -68,6 +68,10 @@ ABSL_FLAG(std::string, auth_token_file, kDefaults.auth_token_file,
 ABSL_FLAG(std::string, tls_cert_file, kDefaults.tls_cert_file,
           "PEM certificate chain for TLS on the TCP listeners (with --tls_key_file)");
 ABSL_FLAG(std::string, tls_key_file, kDefaults.tls_key_file, "PEM private key of --tls_cert_file");
+ABSL_FLAG(std::string, unix_socket_mode, kDefaults.unix_socket_mode,
+          "Mode of unix socket listeners, in octal; connecting needs write permission");
+ABSL_FLAG(std::string, unix_socket_group, kDefaults.unix_socket_group,
+          "Group of unix socket listeners, a name or a number; empty: the process's group");
 ABSL_FLAG(std::string, tls_client_ca_file, kDefaults.tls_client_ca_file,
           "PEM CA certificates: clients must present a certificate signed by one of them");
 ABSL_FLAG(int, prune_interval_ms, Millis(kDefaults.prune_interval),
@@ -130,6 +134,8 @@ absl::StatusOr<ServerOptions> ServerOptionsFromFlags(
   o.tls_cert_file = absl::GetFlag(FLAGS_tls_cert_file);
   o.tls_key_file = absl::GetFlag(FLAGS_tls_key_file);
   o.tls_client_ca_file = absl::GetFlag(FLAGS_tls_client_ca_file);
+  o.unix_socket_mode = absl::GetFlag(FLAGS_unix_socket_mode);
+  o.unix_socket_group = absl::GetFlag(FLAGS_unix_socket_group);
   o.max_inflight_append_bytes = absl::GetFlag(FLAGS_max_inflight_append_bytes);
   o.name = absl::GetFlag(FLAGS_name);
   for (absl::string_view kv :

@@ -1,6 +1,8 @@
 #include "server/wal_server.h"
 
+#include <grp.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -17,6 +19,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -33,6 +36,56 @@ namespace wal {
 namespace {
 
 constexpr uint64_t kMiB = 1 << 20;
+
+absl::StatusOr<mode_t> UnixSocketMode(const std::string& mode) {
+  const bool octal =
+      !mode.empty() && mode.size() <= 4 && mode.find_first_not_of("01234567") == std::string::npos;
+  if (!octal) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--unix_socket_mode=", mode,
+                     " is not an octal mode such as 0660 (rw for owner and group)"));
+  }
+  return static_cast<mode_t>(std::stoul(mode, nullptr, 8));
+}
+
+// -1 (no change) for an empty name.
+absl::StatusOr<gid_t> UnixSocketGroup(const std::string& name) {
+  if (name.empty()) return static_cast<gid_t>(-1);
+  uint32_t number = 0;
+  if (absl::SimpleAtoi(name, &number)) return static_cast<gid_t>(number);
+  std::vector<char> buffer(16384);
+  group entry{};
+  group* found = nullptr;
+  if (getgrnam_r(name.c_str(), &entry, buffer.data(), buffer.size(), &found) != 0 ||
+      found == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--unix_socket_group=", name, " is not a group of this host (name or number)"));
+  }
+  return found->gr_gid;
+}
+
+// The file of a unix:///path or unix:path listen address.
+std::string UnixSocketPath(const std::string& listen) {
+  return std::string(absl::StripPrefix(absl::StripPrefix(listen, "unix:"), "//"));
+}
+
+// Gives the socket gRPC bound the mode and group asked for (options checked by Validate). Until
+// then it has the umask's mode, which lets no other user connect (connecting needs write).
+absl::Status SetUnixSocketAccess(const std::string& listen, const ServerOptions& o) {
+  const std::string path = UnixSocketPath(listen);
+  const gid_t group = *UnixSocketGroup(o.unix_socket_group);
+  if (group != static_cast<gid_t>(-1) && chown(path.c_str(), static_cast<uid_t>(-1), group) != 0) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "--unix_socket_group=", o.unix_socket_group, ": cannot give ", path, " that group: ",
+        std::strerror(errno), " (a process may give its files only groups it is a member of)"));
+  }
+  if (chmod(path.c_str(), *UnixSocketMode(o.unix_socket_mode)) != 0) {
+    return absl::PermissionDeniedError(absl::StrCat("--unix_socket_mode=", o.unix_socket_mode,
+                                                    ": cannot chmod ", path, ": ",
+                                                    std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
 
 absl::Status Validate(const ServerOptions& o) {
   if (o.topic_count < 1 || o.partitions_per_topic < 1) {
@@ -82,6 +135,8 @@ absl::Status Validate(const ServerOptions& o) {
     return absl::InvalidArgumentError(
         "--name must be empty (the default) or at least 2 characters");
   }
+  if (auto mode = UnixSocketMode(o.unix_socket_mode); !mode.ok()) return mode.status();
+  if (auto group = UnixSocketGroup(o.unix_socket_group); !group.ok()) return group.status();
   if (o.slow_append.count() < 0) {
     return absl::InvalidArgumentError("slow_append_ms must be 0 (log none) or more");
   }
@@ -400,7 +455,7 @@ absl::Status WalServer::StartGrpc(const ServerOptions& o) {
     if (unix_socket) {
       // A socket file left by an earlier run would make the bind fail, and gRPC removes it
       // before binding: first make sure no other process still serves on it.
-      std::string path(absl::StripPrefix(absl::StripPrefix(listens[i], "unix:"), "//"));
+      const std::string path = UnixSocketPath(listens[i]);
       if (SomeoneListensOn(path)) {
         return absl::UnavailableError(absl::StrCat(
             "cannot listen on --listen=", listens[i],
@@ -451,10 +506,13 @@ absl::Status WalServer::StartGrpc(const ServerOptions& o) {
           ": another process holds the address, it is not one of this host's, or the unix "
           "socket's folder is missing. Stop the other process or choose another --listen"));
     }
-    addresses_.push_back(
-        absl::StartsWith(listens[i], "unix:")
-            ? listens[i]
-            : absl::StrCat(listens[i].substr(0, listens[i].rfind(':')), ":", ports[i]));
+    if (absl::StartsWith(listens[i], "unix:")) {
+      if (absl::Status s = SetUnixSocketAccess(listens[i], o); !s.ok()) return s;
+      addresses_.push_back(listens[i]);
+    } else {
+      addresses_.push_back(
+          absl::StrCat(listens[i].substr(0, listens[i].rfind(':')), ":", ports[i]));
+    }
   }
   return absl::OkStatus();
 }

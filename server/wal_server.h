@@ -72,6 +72,11 @@ struct ServerOptions {
   std::string tls_cert_file;
   std::string tls_key_file;
   std::string tls_client_ca_file;
+  // Unix socket listeners: the socket's mode, in octal, and its group, a name or a number
+  // (empty: the process's). Connecting needs write permission, so a datanode running as another
+  // user connects through the group.
+  std::string unix_socket_mode = "0660";
+  std::string unix_socket_group;
   KafkaProperties kafka_properties;  // passed to every Kafka client
   // In Kafka client ids and every record; empty: the host and the first listen address.
   std::string name;
