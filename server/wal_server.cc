@@ -1,6 +1,8 @@
 #include "server/wal_server.h"
 
+#include <fcntl.h>
 #include <grp.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -454,8 +456,23 @@ absl::Status WalServer::StartGrpc(const ServerOptions& o) {
     const bool unix_socket = absl::StartsWith(listens[i], "unix:");
     if (unix_socket) {
       // A socket file left by an earlier run would make the bind fail, and gRPC removes it
-      // before binding: first make sure no other process still serves on it.
+      // before binding: first make sure no other process still serves on it, or is about to.
       const std::string path = UnixSocketPath(listens[i]);
+      const std::string lock_path = path + ".lock";
+      const int lock = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+      if (lock < 0) {
+        return absl::UnavailableError(absl::StrCat("cannot listen on --listen=", listens[i],
+                                                   ": cannot open ", lock_path, ": ",
+                                                   std::strerror(errno)));
+      }
+      if (flock(lock, LOCK_EX | LOCK_NB) != 0) {
+        close(lock);
+        return absl::UnavailableError(absl::StrCat(
+            "cannot listen on --listen=", listens[i],
+            ": another walserver serves on this socket or is starting on it (it holds ", lock_path,
+            "). Stop it or choose another --listen"));
+      }
+      unix_socket_locks_.push_back(lock);
       if (SomeoneListensOn(path)) {
         return absl::UnavailableError(absl::StrCat(
             "cannot listen on --listen=", listens[i],
@@ -602,7 +619,10 @@ void WalServer::AddCollectors() {
   });
 }
 
-WalServer::~WalServer() { Shutdown(); }
+WalServer::~WalServer() {
+  Shutdown();
+  for (int lock : unix_socket_locks_) close(lock);
+}
 
 void WalServer::Shutdown(std::chrono::milliseconds grace) {
   // The pruner's step in progress (bounded) ends while the calls finish.

@@ -123,6 +123,10 @@ class WalServer {
   void AddCollectors();
 
   std::vector<std::string> addresses_;
+  // Held while this server serves unix sockets: an flock on "<socket>.lock" each, taken before
+  // the check for a live listener, so that of two servers starting on one socket at the same
+  // moment one is refused (the check and the bind are two steps).
+  std::vector<int> unix_socket_locks_;
   uint64_t max_entry_bytes_ = 0;
   // Set up by the first steps of Start for the later ones.
   KafkaProperties kafka_;  // common to every client

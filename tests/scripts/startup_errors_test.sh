@@ -45,7 +45,7 @@ socket=$work/held.sock
 # shellcheck disable=SC2046
 start_walserver holder $(kafka_args holder) --listen="unix://$socket"
 expect_exit 1 walserver "${ok_kafka[@]}" --listen="unix://$socket" --http_listen=
-expect_contains "$(output)" "cannot listen on --listen=unix://$socket: another process serves on this socket"
+expect_contains "$(output)" "cannot listen on --listen=unix://$socket: another walserver serves on this socket"
 "$WALCTL" --server="unix://$socket" ls >/dev/null || fail "the holder lost its socket"
 
 # No broker at the address: what was tried, for how long, and where to look.

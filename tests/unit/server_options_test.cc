@@ -1,10 +1,14 @@
 // Server options that cannot work are refused at start with INVALID_ARGUMENT naming the option.
+#include <fcntl.h>
 #include <grp.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
+#include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "tests/support/test_util.h"
@@ -37,6 +41,12 @@ ServerOptions OnUnixSocket(const std::string& path) {
   options.topic_prefix = UniqueName("options");
   options.listen = "unix://" + path;
   return options;
+}
+
+// Removes the socket and its lock file that a test's servers left.
+void RemoveSocket(const std::string& path) {
+  std::filesystem::remove(path);
+  std::filesystem::remove(path + ".lock");
 }
 
 struct stat StatOf(const std::string& path) {
@@ -72,6 +82,42 @@ TEST(ServerOptions, TheUnixSocketGetsTheModeAndGroupAsked) {
     auto server = WalServer::Start(options);
     ASSERT_TRUE(server.ok()) << server.status();
     EXPECT_EQ(StatOf(path).st_gid, getegid());
+  }
+  RemoveSocket(path);
+}
+
+// Another walserver starting on the same socket holds its lock from before its check for a live
+// listener until it stops: this one is refused, whether or not the other is listening yet.
+TEST(ServerOptions, AUnixSocketAnotherServerIsStartingOnIsRefused) {
+  const std::string path = "/tmp/" + UniqueName("locked") + ".sock";
+  const int held = open((path + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  ASSERT_GE(held, 0);
+  ASSERT_EQ(flock(held, LOCK_EX | LOCK_NB), 0);
+  auto refused = WalServer::Start(OnUnixSocket(path));
+  EXPECT_TRUE(absl::IsUnavailable(refused.status())) << refused.status();
+  EXPECT_NE(refused.status().message().find("is starting on it"), std::string::npos)
+      << refused.status();
+  close(held);
+  auto started = WalServer::Start(OnUnixSocket(path));
+  EXPECT_TRUE(started.ok()) << started.status();
+  started = absl::UnknownError("stopped");
+  RemoveSocket(path);
+}
+
+// Of two servers starting on one socket at the same moment, exactly one serves it.
+TEST(ServerOptions, OfTwoServersStartingOnOneUnixSocketOneServes) {
+  for (int round = 0; round < 5; ++round) {
+    const std::string path = "/tmp/" + UniqueName("race") + ".sock";
+    std::vector<absl::StatusOr<std::unique_ptr<WalServer>>> servers(2);
+    std::vector<std::thread> starts;
+    for (auto& server : servers) {
+      starts.emplace_back([&server, &path] { server = WalServer::Start(OnUnixSocket(path)); });
+    }
+    for (std::thread& t : starts) t.join();
+    EXPECT_NE(servers[0].ok(), servers[1].ok())
+        << servers[0].status() << " / " << servers[1].status();
+    servers.clear();
+    RemoveSocket(path);
   }
 }
 
