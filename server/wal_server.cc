@@ -348,6 +348,13 @@ absl::Status WalServer::PrepareTopics(const ServerOptions& o) {
         "--min_insync_replicas=1 (one copy of each entry: for trying walserver, not for data "
         "you cannot lose); otherwise start the missing brokers"));
   }
+  if (absl::StrContains(status.message(), kFewerThanMinInsync)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        status.message(),
+        ". With --replication_factor=-1 the brokers' default replication "
+        "decides; set --min_insync_replicas to at most the replicas each topic got, or give "
+        "--replication_factor"));
+  }
   if (absl::IsFailedPrecondition(status)) {
     return absl::FailedPreconditionError(absl::StrCat(
         "topics ", names, " exist with other settings: ", status.message(),

@@ -125,6 +125,24 @@ bool AtLeastIsEnough(const std::string& key) {
   return key == "max.message.bytes" || key == "min.insync.replicas";
 }
 
+// With the brokers' default replication factor, the replicas a topic got are known only now: fewer
+// than its min.insync.replicas and Kafka refuses every append (NOT_ENOUGH_REPLICAS).
+absl::Status CheckReplicasForMinInsync(rd_kafka_t* rk, const TopicSpec& spec, int timeout_ms) {
+  auto it = spec.configs.find("min.insync.replicas");
+  int min_insync = 1;
+  if (it == spec.configs.end() || !absl::SimpleAtoi(it->second, &min_insync)) {
+    return absl::OkStatus();
+  }
+  auto shape = DescribeTopicShape(rk, spec.name, timeout_ms);
+  if (!shape.ok()) return shape.status();
+  if (shape->second < min_insync) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("topic ", spec.name, " has ", shape->second, " replica(s), fewer than ",
+                     kFewerThanMinInsync, "=", min_insync, ": Kafka would refuse every append"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckExistingTopic(rd_kafka_t* rk, const TopicSpec& spec, int timeout_ms) {
   auto shape = DescribeTopicShape(rk, spec.name, timeout_ms);
   if (!shape.ok()) return shape.status();
@@ -278,8 +296,12 @@ absl::Status EnsureTopics(rd_kafka_t* rk, const std::vector<TopicSpec>& topics, 
   }
   if (absl::Status s = WaitForTopics(rk, topics, timeout_ms); !s.ok()) return s;
   for (const TopicSpec& spec : topics) {
-    if (!existing.count(spec.name)) continue;
-    if (absl::Status s = CheckExistingTopic(rk, spec, timeout_ms); !s.ok()) return s;
+    if (existing.count(spec.name)) {
+      if (absl::Status s = CheckExistingTopic(rk, spec, timeout_ms); !s.ok()) return s;
+    }
+    if (spec.replication_factor == -1) {
+      if (absl::Status s = CheckReplicasForMinInsync(rk, spec, timeout_ms); !s.ok()) return s;
+    }
   }
   return absl::OkStatus();
 }

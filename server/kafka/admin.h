@@ -48,6 +48,9 @@ struct TopicSpec {
 
 // Creates the topics that are missing and checks the ones that exist: partition count must match
 // and each config in the spec must hold its value (a mismatch is an error; the caller decides).
+// A topic made with the brokers' default replication factor (-1) must have at least its
+// min.insync.replicas replicas; else FAILED_PRECONDITION whose message holds kFewerThanMinInsync.
+inline constexpr char kFewerThanMinInsync[] = "--min_insync_replicas";
 absl::Status EnsureTopics(rd_kafka_t* rk, const std::vector<TopicSpec>& topics, int timeout_ms);
 
 // Asks any broker for the cluster's metadata: the number of live brokers, or UNAVAILABLE when

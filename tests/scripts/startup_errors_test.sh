@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Start-up failures on the real Kafka broker name what was tried and the option that fixes them:
-# the single test broker with the default replication (3), an address no broker listens on,
+# the single test broker with the default replication (3) or with the brokers' default (one replica)
+# and two in sync asked for, an address no broker listens on,
 # addresses another process holds, and topics made with other settings. Options that do not fit
 # the cluster exit 2, like bad options; Kafka out of reach exits 1.
 source "$(dirname "$0")/lib.sh"
@@ -19,6 +20,12 @@ expect_contains "$(output)" "start walserver with --replication_factor=1 --min_i
 # ... and the advice works.
 expect_exit 2 try --brokers="$WAL_TEST_BROKERS" --topic_prefix="$prefix" --replication_factor=1
 expect_contains "$(output)" "--min_insync_replicas=2 is more than --replication_factor=1"
+# The brokers' default replication (-1) on one broker gives topics one replica each, fewer than
+# min.insync.replicas: every append would fail, so start-up does, naming the flags.
+expect_exit 2 try --brokers="$WAL_TEST_BROKERS" --topic_prefix="${prefix}_default" \
+  --replication_factor=-1 --min_insync_replicas=2
+expect_contains "$(output)" "has 1 replica\(s\), fewer than --min_insync_replicas=2"
+expect_contains "$(output)" "--replication_factor"
 # shellcheck disable=SC2046
 start_walserver first --brokers="$WAL_TEST_BROKERS" --topic_prefix="$prefix" \
   --replication_factor=1 --min_insync_replicas=1
