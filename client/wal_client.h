@@ -82,7 +82,9 @@ struct ClientOptions {
   // "Checksums"). About 1 ms of CPU per 10 MB each way where the CPU has SSE4.2.
   bool checksums = true;
   // Identifies this client's appends (see "Retry-safe appends"); 0 picks a random id. Give two
-  // clients the same id only if they never append to the same namespace.
+  // clients the same id only if they never append to the same namespace, and never reuse an id
+  // after the client that had it stopped: sequences start at 1 again, and reads drop an entry
+  // whose sequence they already saw for its id and namespace, as a retried copy.
   uint64_t writer_id = 0;
   // HTTP/2 keepalive: ping walserver when nothing came from it for keepalive_time, and drop the
   // connection when the answer takes longer than keepalive_timeout. Its calls end UNAVAILABLE

@@ -38,7 +38,9 @@ pub struct ClientOptions {
     /// (see "Checksums" in the crate docs). True.
     pub checksums: bool,
     /// Identifies this client's appends (see "Retry-safe appends"); 0 picks a random id. Give
-    /// two clients the same id only if they never append to the same namespace.
+    /// two clients the same id only if they never append to the same namespace, and never reuse
+    /// an id after the client that had it stopped: sequences start at 1 again, and reads drop an
+    /// entry whose sequence they already saw for its id and namespace, as a retried copy.
     pub writer_id: u64,
     /// HTTP/2 keepalive: ping walserver when nothing came from it for `keepalive_time`, and drop
     /// the connection when the answer takes longer than `keepalive_timeout`. Its calls end
