@@ -12,7 +12,9 @@ packages=(g++ cmake ninja-build ccache pkg-config
   libcpp-httplib-dev libssl-dev libbrotli-dev nlohmann-json3-dev
   libsasl2-dev libzstd-dev liblz4-dev zlib1g-dev libcurl4-openssl-dev python3)  # for librdkafka
 if [[ "${1:-}" == "--test" ]]; then
-  packages+=(kcat clang-format clang libclang-rt-14-dev openssl default-jre-headless maven python3 python3-yaml curl)
+  # iproute2: the fault cluster's network namespaces (tests/kafka/network.sh).
+  packages+=(kcat clang-format clang libclang-rt-14-dev openssl default-jre-headless maven python3 python3-yaml curl
+    iproute2)
 fi
 
 missing=()

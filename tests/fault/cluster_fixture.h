@@ -32,10 +32,32 @@ class ClusterFaultTest : public ::testing::Test {
     std::getline(in, brokers_);
     ASSERT_FALSE(brokers_.empty());
     prefix_ = UniqueName("fault");
+    // Every link whole, also after a test that was killed before its TearDown.
+    if (InNamespaces()) {
+      ASSERT_EQ(std::system(NETWORK_SH " up >&2"), 0);
+    }
   }
   void TearDown() override {
-    // Whatever a test did, leave every node running and every link whole for the next one.
-    Cluster("cluster-start");
+    // Whatever a test did, leave every node running and every link whole for the next one, and
+    // back in the cluster: a node cut off was fenced, and topics of the next test need it.
+    EXPECT_TRUE(Cluster("cluster-start"));
+    EXPECT_TRUE(AllNodesInTheCluster(std::chrono::seconds(60)));
+  }
+  // True once a metadata request names all three nodes as live brokers.
+  bool AllNodesInTheCluster(std::chrono::milliseconds timeout) {
+    auto client = NewKafkaClient(RD_KAFKA_PRODUCER, {{"bootstrap.servers", brokers_}});
+    if (!client.ok()) return false;
+    const auto end = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < end) {
+      const rd_kafka_metadata_t* md = nullptr;
+      if (rd_kafka_metadata(client->get(), 0, nullptr, &md, 5000) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        const int brokers = md->broker_cnt;
+        rd_kafka_metadata_destroy(md);
+        if (brokers == 3) return true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    }
+    return false;
   }
   bool Node(const std::string& verb, int id) {
     const std::string command = absl::StrCat(KAFKA_SH, " ", verb, " ", cluster_, " ", id, " >&2");

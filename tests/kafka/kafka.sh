@@ -145,6 +145,11 @@ format() {
     >"$dir/format.log" 2>&1
 }
 
+# True when something accepts connections at HOST:PORT; at most 2 s (a cut link drops the SYN).
+answers() {
+  timeout 2 bash -c 'exec 3<>"/dev/tcp/${1%:*}/${1##*:}"' _ "$1" 2>/dev/null
+}
+
 # Starts the node in $dir in the background, in its network namespace if it has one.
 launch() {
   local netns=()
@@ -152,7 +157,7 @@ launch() {
     # The namespaces' addresses are the same for every such cluster: one at a time per machine.
     local bootstrap
     bootstrap=$(cat "$dir/bootstrap")
-    if (exec 3<>"/dev/tcp/${bootstrap%:*}/${bootstrap##*:}") 2>/dev/null; then
+    if answers "$bootstrap"; then
       log "another cluster's broker already serves $bootstrap; stop it first (one cluster in" \
         "network namespaces per machine)"
       return 1
@@ -177,7 +182,7 @@ wait_ready() {
       tail -n 20 "$dir/stdout.log" "$dir/broker.log" >&2 || true
       return 1
     fi
-    if (exec 3<>"/dev/tcp/$host/$port") 2>/dev/null; then
+    if answers "$host:$port"; then
       log "broker ready at $bootstrap (Kafka $kafka_version, dir $dir)"
       return 0
     fi
@@ -224,6 +229,21 @@ start() {
   wait_ready
 }
 
+# The network namespaces have fixed names and addresses: one cluster owns them at a time, named
+# in $network_owner, until its cluster-stop. An owner whose folder is gone was removed without
+# a stop, and its claim lapses.
+network_owner=/run/walserver-kafka-network.owner
+claim_network() {
+  local owner
+  owner=$(cat "$network_owner" 2>/dev/null || true)
+  if [[ -n "$owner" && "$owner" != "$cluster" && -d "$owner" ]]; then
+    log "the network namespaces belong to the cluster in $owner; stop it first" \
+      "(kafka.sh cluster-stop $owner)"
+    return 1
+  fi
+  echo "$cluster" >"$network_owner"
+}
+
 cluster_start() {
   fetch
   mkdir -p "$cluster"
@@ -232,6 +252,7 @@ cluster_start() {
     touch "$cluster/netns"
   fi
   if [[ -f "$cluster/netns" ]]; then
+    claim_network
     "$here/network.sh" up
   fi
   if [[ ! -f "$cluster/bootstrap" ]]; then
@@ -294,12 +315,16 @@ stop() {
 
 cluster_stop() {
   local id
+  cluster=$(cd "$cluster" && pwd)
   for id in 1 2 3; do
     dir=$cluster/node-$id
     stop TERM &
   done
   wait
-  if [[ -f "$cluster/netns" ]]; then "$here/network.sh" down; fi
+  if [[ -f "$cluster/netns" && "$(cat "$network_owner" 2>/dev/null)" == "$cluster" ]]; then
+    "$here/network.sh" down
+    rm -f "$network_owner"
+  fi
 }
 
 cmd=${1:-}
