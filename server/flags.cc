@@ -71,7 +71,8 @@ ABSL_FLAG(std::string, tls_key_file, kDefaults.tls_key_file, "PEM private key of
 ABSL_FLAG(std::string, unix_socket_mode, kDefaults.unix_socket_mode,
           "Mode of unix socket listeners, in octal; connecting needs write permission");
 ABSL_FLAG(std::string, unix_socket_group, kDefaults.unix_socket_group,
-          "Group of unix socket listeners, a name or a number; empty: the process's group");
+          "Group of unix socket listeners, a name or a number; empty: the group the socket got "
+          "(the process's, or a setgid folder's)");
 ABSL_FLAG(std::string, tls_client_ca_file, kDefaults.tls_client_ca_file,
           "PEM CA certificates: clients must present a certificate signed by one of them");
 ABSL_FLAG(int, prune_interval_ms, Millis(kDefaults.prune_interval),

@@ -58,10 +58,14 @@ absl::StatusOr<gid_t> UnixSocketGroup(const std::string& name) {
   std::vector<char> buffer(16384);
   group entry{};
   group* found = nullptr;
-  if (getgrnam_r(name.c_str(), &entry, buffer.data(), buffer.size(), &found) != 0 ||
-      found == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--unix_socket_group=", name, " is not a group of this host (name or number)"));
+  int err = 0;
+  while ((err = getgrnam_r(name.c_str(), &entry, buffer.data(), buffer.size(), &found)) == ERANGE) {
+    buffer.resize(buffer.size() * 2);  // a group with many members
+  }
+  if (err != 0 || found == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--unix_socket_group=", name, " is not a group of this host (name or number)",
+                     err != 0 ? absl::StrCat(": ", std::strerror(err)) : ""));
   }
   return found->gr_gid;
 }
@@ -71,17 +75,23 @@ std::string UnixSocketPath(const std::string& listen) {
   return std::string(absl::StripPrefix(absl::StripPrefix(listen, "unix:"), "//"));
 }
 
-// Gives the socket gRPC bound the mode and group asked for (options checked by Validate). Until
-// then it has the umask's mode, which lets no other user connect (connecting needs write).
-absl::Status SetUnixSocketAccess(const std::string& listen, const ServerOptions& o) {
+// Gives the socket gRPC bound the group and mode asked for (the umask during the bind already
+// kept it from being any looser). The path must still be the socket, not a link someone put in
+// its place in a shared folder.
+absl::Status SetUnixSocketAccess(const std::string& listen, mode_t mode, gid_t group,
+                                 const ServerOptions& o) {
   const std::string path = UnixSocketPath(listen);
-  const gid_t group = *UnixSocketGroup(o.unix_socket_group);
-  if (group != static_cast<gid_t>(-1) && chown(path.c_str(), static_cast<uid_t>(-1), group) != 0) {
+  struct stat st {};
+  if (lstat(path.c_str(), &st) != 0 || !S_ISSOCK(st.st_mode)) {
+    return absl::UnavailableError(
+        absl::StrCat("--listen=", listen, ": ", path, " is no longer the socket walserver bound"));
+  }
+  if (group != static_cast<gid_t>(-1) && lchown(path.c_str(), static_cast<uid_t>(-1), group) != 0) {
     return absl::PermissionDeniedError(absl::StrCat(
         "--unix_socket_group=", o.unix_socket_group, ": cannot give ", path, " that group: ",
         std::strerror(errno), " (a process may give its files only groups it is a member of)"));
   }
-  if (chmod(path.c_str(), *UnixSocketMode(o.unix_socket_mode)) != 0) {
+  if (chmod(path.c_str(), mode) != 0) {
     return absl::PermissionDeniedError(absl::StrCat("--unix_socket_mode=", o.unix_socket_mode,
                                                     ": cannot chmod ", path, ": ",
                                                     std::strerror(errno)));
@@ -466,11 +476,11 @@ absl::Status WalServer::StartGrpc(const ServerOptions& o) {
       // before binding: first make sure no other process still serves on it, or is about to.
       const std::string path = UnixSocketPath(listens[i]);
       const std::string lock_path = path + ".lock";
-      const int lock = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+      const int lock = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
       if (lock < 0) {
-        return absl::UnavailableError(absl::StrCat("cannot listen on --listen=", listens[i],
-                                                   ": cannot open ", lock_path, ": ",
-                                                   std::strerror(errno)));
+        return absl::UnavailableError(absl::StrCat(
+            "cannot listen on --listen=", listens[i], ": cannot open ", lock_path, ": ",
+            std::strerror(errno), errno == ENOENT ? " (is the socket's folder missing?)" : ""));
       }
       if (flock(lock, LOCK_EX | LOCK_NB) != 0) {
         close(lock);
@@ -521,7 +531,16 @@ absl::Status WalServer::StartGrpc(const ServerOptions& o) {
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
                              static_cast<int>(o.keepalive_timeout.count()));
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  // Validate checked both; a group looked up again may fail now (a name service down).
+  const absl::StatusOr<mode_t> socket_mode = UnixSocketMode(o.unix_socket_mode);
+  const absl::StatusOr<gid_t> socket_group = UnixSocketGroup(o.unix_socket_group);
+  if (!socket_mode.ok()) return socket_mode.status();
+  if (!socket_group.ok()) return socket_group.status();
+  // Sockets are bound with no more permission than asked for, so that no one connects in the
+  // moment before the chmod below (which only adds what the umask took away).
+  const mode_t umask_before = umask(~*socket_mode & 0777);
   server_ = builder.BuildAndStart();
+  umask(umask_before);
   if (server_) awake_ = std::make_unique<CallbackThreadsAwake>(server_.get());
   for (size_t i = 0; i < listens.size(); ++i) {
     if (!server_ || ports[i] == 0) {
@@ -531,7 +550,10 @@ absl::Status WalServer::StartGrpc(const ServerOptions& o) {
           "socket's folder is missing. Stop the other process or choose another --listen"));
     }
     if (absl::StartsWith(listens[i], "unix:")) {
-      if (absl::Status s = SetUnixSocketAccess(listens[i], o); !s.ok()) return s;
+      if (absl::Status s = SetUnixSocketAccess(listens[i], *socket_mode, *socket_group, o);
+          !s.ok()) {
+        return s;
+      }
       addresses_.push_back(listens[i]);
     } else {
       addresses_.push_back(

@@ -73,8 +73,8 @@ struct ServerOptions {
   std::string tls_key_file;
   std::string tls_client_ca_file;
   // Unix socket listeners: the socket's mode, in octal, and its group, a name or a number
-  // (empty: the process's). Connecting needs write permission, so a datanode running as another
-  // user connects through the group.
+  // (empty: the group it got, the process's or a setgid folder's). Connecting needs write
+  // permission, so a datanode running as another user connects through the group.
   std::string unix_socket_mode = "0660";
   std::string unix_socket_group;
   KafkaProperties kafka_properties;  // passed to every Kafka client
