@@ -1,4 +1,5 @@
 use std::collections::HashMap;
+use std::fmt;
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -9,7 +10,7 @@ use hyper_util::rt::TokioIo;
 use prost::Message;
 use tokio::time::Instant;
 use tonic::metadata::{Ascii, MetadataValue};
-use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity, Uri};
+use tonic::transport::{Channel, Endpoint, Uri};
 use tonic::{Code, Request, Status};
 
 use crate::append_stream::{AppendStreamer, MAX_MESSAGE_BYTES};
@@ -17,7 +18,8 @@ use crate::proto::wal_service_client::WalServiceClient;
 use crate::proto::{self, AppendRequest, Entry, Namespace};
 
 /// How to reach walserver and how patient to be. [`ClientOptions::new`] gives the defaults.
-#[derive(Clone, Debug)]
+/// Its `Debug` output leaves the bearer token out.
+#[derive(Clone)]
 pub struct ClientOptions {
     /// walserver's address: `HOST:PORT`, `http://HOST:PORT`, `https://HOST:PORT` or
     /// `unix:///path/to/socket` (the sidecar's socket).
@@ -85,6 +87,28 @@ impl ClientOptions {
     }
 }
 
+impl fmt::Debug for ClientOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let token = if self.auth_token.is_empty() { "" } else { "<redacted>" };
+        f.debug_struct("ClientOptions")
+            .field("target", &self.target)
+            .field("timeout", &self.timeout)
+            .field("max_retries", &self.max_retries)
+            .field("retry_backoff", &self.retry_backoff)
+            .field("append_attempt_timeout", &self.append_attempt_timeout)
+            .field("append_stream", &self.append_stream)
+            .field("checksums", &self.checksums)
+            .field("writer_id", &self.writer_id)
+            .field("keepalive_time", &self.keepalive_time)
+            .field("keepalive_timeout", &self.keepalive_timeout)
+            .field("auth_token", &token)
+            .field("tls_ca_file", &self.tls_ca_file)
+            .field("tls_cert_file", &self.tls_cert_file)
+            .field("tls_key_file", &self.tls_key_file)
+            .finish()
+    }
+}
+
 impl Default for ClientOptions {
     fn default() -> Self {
         ClientOptions::new("127.0.0.1:50051")
@@ -123,6 +147,15 @@ pub(crate) struct Inner {
     writer_id: u64,
     writers: Mutex<WriterState>,
     streamer: Option<AppendStreamer>,
+}
+
+impl fmt::Debug for Client {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Client")
+            .field("writer_id", &self.inner.writer_id)
+            .field("options", &self.inner.options)
+            .finish_non_exhaustive()
+    }
 }
 
 #[derive(Default)]
@@ -407,8 +440,9 @@ impl Client {
         }
     }
 
-    /// Gives the request this client's writer id, and its entries sequences and epochs.
-    fn stamp(&self, request: &mut AppendRequest) {
+    /// Gives the request this client's writer id, and its entries sequences, epochs and
+    /// checksums where they have none. Stamped once, a request sent again is the same append.
+    pub(crate) fn stamp(&self, request: &mut AppendRequest) {
         if request.writer_id == 0 {
             request.writer_id = self.inner.writer_id;
         }
@@ -540,6 +574,7 @@ fn random_writer_id() -> u64 {
     }
 }
 
+#[cfg(any(feature = "tls-ring", feature = "tls-aws-lc"))]
 fn read_file(path: &PathBuf, what: &str) -> Result<Vec<u8>, Status> {
     std::fs::read(path).map_err(|e| {
         Status::invalid_argument(format!("cannot read {what} {}: {e}", path.display()))
@@ -592,25 +627,56 @@ fn channel(options: &ClientOptions) -> Result<Channel, Status> {
         let Some(ca_file) = &options.tls_ca_file else {
             return Err(Status::invalid_argument("an https:// target needs tls_ca_file"));
         };
-        let mut config = ClientTlsConfig::new()
-            .ca_certificate(Certificate::from_pem(read_file(ca_file, "tls_ca_file")?));
-        match (&options.tls_cert_file, &options.tls_key_file) {
-            (Some(cert), Some(key)) => {
-                config = config.identity(Identity::from_pem(
-                    read_file(cert, "tls_cert_file")?,
-                    read_file(key, "tls_key_file")?,
-                ))
-            }
-            (None, None) => {}
-            _ => {
-                return Err(Status::invalid_argument("tls_cert_file and tls_key_file go together"))
-            }
-        }
-        endpoint = endpoint.tls_config(config).map_err(|e| bad_target(&e))?;
+        endpoint = with_tls(endpoint, ca_file, options).map_err(|e| match e {
+            TlsError::Status(status) => status,
+            TlsError::Transport(e) => bad_target(&e),
+        })?;
     } else if options.tls_cert_file.is_some() || options.tls_key_file.is_some() {
         return Err(Status::invalid_argument("a client certificate needs tls_ca_file too"));
     }
     Ok(endpoint.connect_lazy())
+}
+
+enum TlsError {
+    Status(Status),
+    #[allow(dead_code)] // not made without a TLS feature
+    Transport(tonic::transport::Error),
+}
+
+/// `endpoint` verifying walserver with `ca_file`, and presenting the client certificate when
+/// `options` give one.
+#[cfg(any(feature = "tls-ring", feature = "tls-aws-lc"))]
+fn with_tls(
+    endpoint: Endpoint,
+    ca_file: &PathBuf,
+    options: &ClientOptions,
+) -> Result<Endpoint, TlsError> {
+    use tonic::transport::{Certificate, ClientTlsConfig, Identity};
+    let mut config = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(
+        read_file(ca_file, "tls_ca_file").map_err(TlsError::Status)?,
+    ));
+    match (&options.tls_cert_file, &options.tls_key_file) {
+        (Some(cert), Some(key)) => {
+            config = config.identity(Identity::from_pem(
+                read_file(cert, "tls_cert_file").map_err(TlsError::Status)?,
+                read_file(key, "tls_key_file").map_err(TlsError::Status)?,
+            ))
+        }
+        (None, None) => {}
+        _ => {
+            return Err(TlsError::Status(Status::invalid_argument(
+                "tls_cert_file and tls_key_file go together",
+            )))
+        }
+    }
+    endpoint.tls_config(config).map_err(TlsError::Transport)
+}
+
+#[cfg(not(any(feature = "tls-ring", feature = "tls-aws-lc")))]
+fn with_tls(_: Endpoint, _: &PathBuf, _: &ClientOptions) -> Result<Endpoint, TlsError> {
+    Err(TlsError::Status(Status::invalid_argument(
+        "walclient was built without TLS: enable its feature tls-ring or tls-aws-lc",
+    )))
 }
 
 /// The HTTP/2 settings of the connection: keepalive as `options` say (also while no call is
@@ -685,7 +751,7 @@ mod tests {
         ];
         for options in cases {
             let described = format!("{options:?}");
-            let status = Client::connect(options).await.err().expect(&described);
+            let status = Client::connect(options).await.expect_err(&described);
             assert_eq!(status.code(), Code::InvalidArgument, "{described}: {status}");
         }
         // No pings at all is a choice.
@@ -696,6 +762,29 @@ mod tests {
         let client = Client::connect(options).await.unwrap();
         assert_ne!(client.writer_id(), 0);
         assert_eq!(client.get_namespace(1).await.unwrap_err().code(), Code::Unavailable);
+    }
+}
+
+#[cfg(test)]
+mod debug_tests {
+    use super::*;
+    use crate::log_store::{LogStore, LogStoreOptions};
+
+    #[tokio::test]
+    async fn debug_output_never_shows_the_bearer_token() {
+        let options =
+            ClientOptions { auth_token: "s3cret-t0ken".into(), ..ClientOptions::default() };
+        let client = Client::connect(options.clone()).await.unwrap();
+        let store = LogStore::new(client.clone(), LogStoreOptions::default());
+        for printed in [format!("{options:?}"), format!("{client:?}"), format!("{store:?}")] {
+            assert!(!printed.contains("s3cret"), "{printed}");
+            assert!(
+                printed.contains("<redacted>") && printed.contains("127.0.0.1:50051"),
+                "{printed}"
+            );
+        }
+        let quiet = format!("{:?}", ClientOptions::default());
+        assert!(quiet.contains("auth_token: \"\""), "no token, nothing to hide: {quiet}");
     }
 }
 

@@ -33,8 +33,13 @@ pub struct ReadOptions {
     /// read goes on past them, instead of ending with `DataLoss`.
     pub skip_lost: bool,
     /// Deadline of the whole read, counted from the call to [`Client::read`]; `None` (or zero):
-    /// [`crate::ClientOptions::timeout`], or none for a follow read.
+    /// [`crate::ClientOptions::timeout`], or none for a follow read or one with a
+    /// `progress_timeout`.
     pub timeout: Option<Duration>,
+    /// For a replay of unknown length: the read ends `DeadlineExceeded` when no message came
+    /// from walserver for this long (waiting for the call to open included), instead of
+    /// having one deadline for the whole read. `None` (or zero): not used.
+    pub progress_timeout: Option<Duration>,
 }
 
 impl ReadOptions {
@@ -68,8 +73,11 @@ pub struct ReadManyOptions {
     /// dropped.
     pub follow: bool,
     /// Deadline of the whole read, counted from the call to [`Client::read_many`]; `None` (or
-    /// zero): [`crate::ClientOptions::timeout`], or none for a follow read.
+    /// zero): [`crate::ClientOptions::timeout`], or none for a follow read or one with a
+    /// `progress_timeout`.
     pub timeout: Option<Duration>,
+    /// See [`ReadOptions::progress_timeout`].
+    pub progress_timeout: Option<Duration>,
 }
 
 /// What a [`ReadManyStream`] yields.
@@ -128,6 +136,7 @@ struct Reader {
     client: Client,
     call: Call,
     deadline: Option<Instant>,
+    progress: Option<Duration>,
     retry: u32,
     delivered: bool,
     responses: Option<Streaming<ReadResponse>>,
@@ -136,14 +145,22 @@ struct Reader {
 }
 
 impl Reader {
-    fn new(client: &Client, call: Call, follow: bool, timeout: Option<Duration>) -> Self {
+    fn new(
+        client: &Client,
+        call: Call,
+        follow: bool,
+        timeout: Option<Duration>,
+        progress: Option<Duration>,
+    ) -> Self {
         let timeout = timeout.filter(|t| !t.is_zero());
-        let deadline =
-            if timeout.is_some() || !follow { Some(client.deadline(timeout)) } else { None };
+        let progress = progress.filter(|t| !t.is_zero());
+        let whole = timeout.is_some() || !(follow || progress.is_some());
+        let deadline = if whole { Some(client.deadline(timeout)) } else { None };
         Reader {
             client: client.clone(),
             call,
             deadline,
+            progress,
             retry: 0,
             delivered: false,
             responses: None,
@@ -174,7 +191,10 @@ impl Reader {
                 return None;
             }
             let step = match self.responses.as_mut() {
-                Some(responses) => until(self.deadline, responses.message()).await,
+                Some(responses) => {
+                    let wait = self.progress.map(|p| Instant::now() + p);
+                    until(earliest(self.deadline, wait), responses.message()).await
+                }
                 None => match self.open().await {
                     Ok(responses) => {
                         self.responses = Some(responses);
@@ -183,6 +203,7 @@ impl Reader {
                     Err(status) => Err(status),
                 },
             };
+            let step = step.map_err(|status| self.explain_progress_timeout(status));
             match step {
                 Ok(Some(response)) => {
                     self.items.extend(response.entries.into_iter().map(ReadItem::Entry));
@@ -209,20 +230,33 @@ impl Reader {
 
     async fn open(&self) -> Result<Streaming<ReadResponse>, Status> {
         let mut stub = self.client.inner.stub.clone();
+        // walserver hears only the whole-read deadline; the progress timer is this side's.
+        let wait = earliest(self.deadline, self.progress.map(|p| Instant::now() + p));
         let response = match &self.call {
             Call::One(request) => {
-                until(self.deadline, stub.read(self.client.request(*request, self.deadline)))
-                    .await?
+                until(wait, stub.read(self.client.request(*request, self.deadline))).await?
             }
             Call::Many(request) => {
-                until(
-                    self.deadline,
-                    stub.read_many(self.client.request(request.clone(), self.deadline)),
-                )
-                .await?
+                until(wait, stub.read_many(self.client.request(request.clone(), self.deadline)))
+                    .await?
             }
         };
         Ok(response.into_inner())
+    }
+
+    /// Names the progress timer when it, not the whole-read deadline, ended the read.
+    fn explain_progress_timeout(&self, status: Status) -> Status {
+        match self.progress {
+            Some(progress)
+                if status.code() == Code::DeadlineExceeded
+                    && self.deadline.is_none_or(|d| Instant::now() < d) =>
+            {
+                Status::deadline_exceeded(format!(
+                    "walclient: nothing came from walserver for {progress:?} (progress_timeout)"
+                ))
+            }
+            _ => status,
+        }
     }
 
     /// How long to wait before reading again after `status`; None: the read ends with it.
@@ -247,6 +281,14 @@ impl Reader {
             Some((item, reader))
         })
         .boxed()
+    }
+}
+
+/// The earlier of two optional deadlines (none: no deadline).
+fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
     }
 }
 
@@ -286,7 +328,13 @@ impl Client {
             start_time_ms: options.start_time_ms,
             skip_lost: options.skip_lost,
         };
-        let reader = Reader::new(self, Call::One(request), options.follow, options.timeout);
+        let reader = Reader::new(
+            self,
+            Call::One(request),
+            options.follow,
+            options.timeout,
+            options.progress_timeout,
+        );
         ReadManyStream { inner: reader.into_stream() }
     }
 
@@ -326,7 +374,13 @@ impl Client {
                 .collect(),
             follow: options.follow,
         };
-        let reader = Reader::new(self, Call::Many(request), options.follow, options.timeout);
+        let reader = Reader::new(
+            self,
+            Call::Many(request),
+            options.follow,
+            options.timeout,
+            options.progress_timeout,
+        );
         ReadManyStream { inner: reader.into_stream() }
     }
 }
