@@ -2,7 +2,8 @@
 # The whole suite: installs what is missing (Java and Maven artifacts for Kafka, the Rust
 # client's crates), checks formatting, builds, starts a real Kafka broker, runs every test through
 # ctest but the fault tests, runs the Rust client's cargo tests against walserver on that broker
-# and a smoke run of walpeer (bench/peer),
+# (also with TLS through aws-lc-rs, and with the oldest tonic and prost it allows) and a smoke run
+# of walpeer (bench/peer),
 # runs the contract suite and the Rust client's tests again on the other Kafka versions, runs the
 # unit and integration tests again built with AddressSanitizer and
 # UndefinedBehaviorSanitizer and again with ThreadSanitizer, then starts a 3-node Kafka cluster
@@ -52,7 +53,13 @@ echo "== Rust client (client/rust): cargo test against walserver on the same Kaf
 walserver_binary=$(realpath "${BUILD_DIR:-build}/server/walserver")
 (cd client/rust && WALSERVER=$walserver_binary cargo test --offline --locked -- --test-threads=2)
 if ! $quick; then
-  (cd client/rust && cargo clippy --offline --locked --all-targets -- -D warnings)
+  (cd client/rust && cargo clippy --offline --locked --all-targets -- -D warnings &&
+    cargo clippy --offline --locked --no-default-features --all-targets -- -D warnings &&
+    RUSTDOCFLAGS="-D warnings" cargo doc --offline --locked --no-deps)
+  echo "== Rust client: TLS through aws-lc-rs, and the oldest tonic and prost its Cargo.toml allows"
+  (cd client/rust && WALSERVER=$walserver_binary cargo test --offline --locked \
+    --no-default-features --features tls-aws-lc --test walserver tls)
+  WALSERVER=$walserver_binary scripts/rust_minimal_versions.sh
   echo "== walpeer (bench/peer, the path walserver replaces): checks, build, smoke run on the same Kafka"
   (cd bench/peer && cargo fmt --check && cargo clippy --offline --locked --release -- -D warnings &&
     cargo build --offline --locked --release)
