@@ -52,7 +52,8 @@ node_arg() {
 }
 
 ensure_namespace() {
-  ip netns list | grep -qw "$1" || ip netns add "$1"
+  # Not `ip netns list | grep -q`: under pipefail, grep leaving early fails the pipeline.
+  [[ -e "/run/netns/$1" ]] || ip netns add "$1"
   ip -n "$1" link set lo up
 }
 
