@@ -1,8 +1,6 @@
 // walclient against an in-process walserver on the mock cluster: retries, the asynchronous
 // append, the read stream, and the unix socket transport.
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
