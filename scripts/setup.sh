@@ -75,6 +75,8 @@ if [[ "${1:-}" == "--test" ]]; then
     (cd "$(dirname "$0")/../$crate" &&
       { cargo fetch --locked --offline >/dev/null 2>&1 || cargo fetch --locked; })
   done
+  # And those of the client's oldest-versions check (test.sh).
+  "$(dirname "$0")/rust_minimal_versions.sh" --fetch
 fi
 
 "$(dirname "$0")/librdkafka.sh" >/dev/null

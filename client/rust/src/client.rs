@@ -495,6 +495,9 @@ pub(crate) fn check_entry_checksum(entry: &Entry) -> Result<(), Status> {
     )))
 }
 
+/// The message of a `DeadlineExceeded` this side's timer gave (not walserver's answer).
+pub(crate) const LOCAL_DEADLINE: &str = "walclient: the call's deadline passed";
+
 /// Awaits `call` until `deadline` (none: forever); `DeadlineExceeded` when it passes first.
 pub(crate) async fn until<T>(
     deadline: Option<Instant>,
@@ -502,9 +505,9 @@ pub(crate) async fn until<T>(
 ) -> Result<T, Status> {
     let result = match deadline {
         None => call.await,
-        Some(deadline) => tokio::time::timeout_at(deadline, call).await.unwrap_or_else(|_| {
-            Err(Status::deadline_exceeded("walclient: the call's deadline passed"))
-        }),
+        Some(deadline) => tokio::time::timeout_at(deadline, call)
+            .await
+            .unwrap_or_else(|_| Err(Status::deadline_exceeded(LOCAL_DEADLINE))),
     };
     result.map_err(local_failure_code)
 }
@@ -520,7 +523,7 @@ fn local_failure_code(status: Status) -> Status {
     let mut source = status.source();
     while let Some(error) = source {
         if error.downcast_ref::<tonic::TimeoutExpired>().is_some() {
-            return Status::deadline_exceeded("walclient: the call's deadline passed");
+            return Status::deadline_exceeded(LOCAL_DEADLINE);
         }
         transport |= error.is::<hyper::Error>()
             || error.is::<h2::Error>()
@@ -712,6 +715,18 @@ mod tests {
             assert!(wait >= Duration::from_millis(400) && wait <= Duration::from_millis(800));
         }
         assert_eq!(retry_jitter(Duration::ZERO), Duration::ZERO);
+    }
+
+    #[cfg(not(any(feature = "tls-ring", feature = "tls-aws-lc")))]
+    #[tokio::test]
+    async fn without_a_tls_feature_tls_targets_are_refused() {
+        let options = ClientOptions {
+            tls_ca_file: Some("/etc/hostname".into()),
+            ..ClientOptions::new("https://127.0.0.1:1")
+        };
+        let status = Client::connect(options).await.expect_err("connected without TLS");
+        assert_eq!(status.code(), Code::InvalidArgument);
+        assert!(status.message().contains("tls-ring or tls-aws-lc"), "{status}");
     }
 
     #[test]

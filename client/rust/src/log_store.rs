@@ -14,14 +14,14 @@
 //! let client = Client::connect(ClientOptions::new("unix:///run/walserver.sock")).await?;
 //! let store = LogStore::new(client, LogStoreOptions::default());
 //! store.obsolete(7, 0).await?; // a region opens: nothing of it is known yet, which is fine
-//! let mut replay = store.read(7, 0); // a new region replays from 0: an empty stream
+//! store.open_for_write(7).await?; // it will be written here: fence its earlier writer first
+//! let mut replay = store.read(7, 1); // then replay from its checkpoint (0) plus one: empty
 //! while let Some(entry) = replay.next().await {
 //!     let _ = entry?;
 //! }
-//! store.open_for_write(7).await?; // the region becomes writable: fence its earlier writer
 //! let last = store
 //!     .append_batch(vec![LogEntry::new(7, "put a 1"), LogEntry::new(8, "put b 2")])
-//!     .await?; // regions 7 and 8 are created by this first append
+//!     .await?; // region 8 is created by this first append
 //! store.obsolete(7, last.last_entry_ids[&7]).await?; // flushed: entries up to it may go
 //! # Ok(())
 //! # }
@@ -32,10 +32,14 @@
 //! A region has one writer at a time. [`LogStore::open_for_write`] gives this store a new epoch
 //! of the region: the region's earlier writer gets `FailedPrecondition` from then on, and what
 //! it still manages to write is not read. Call it when the region becomes writable (a leader
-//! opening it, a migration target taking over after it caught up), not when it replays: a
-//! follower or a migration target replays while the leader still writes, and fencing there
-//! would stop the leader. A datanode whose log-store interface has no such moment (every region
-//! it replays, it then writes) can set [`LogStoreOptions::fence_on_read`] instead.
+//! opening it, a migration target taking over), and replay after it: from the checkpoint, or
+//! from where a catch-up replay stopped. A replay ends at the region's end as it was when the
+//! replay began, so entries the earlier writer added between a replay and the fence are seen
+//! only by a replay after the fence; fencing first and replaying after loses nothing. Not on
+//! every replay: a follower or a migration target catches up while the leader still writes,
+//! and fencing there would stop the leader. A datanode whose log-store interface has no "becomes
+//! writable" moment (every region it replays, it then writes, and no follower replays) can set
+//! [`LogStoreOptions::fence_on_read`], which fences before every replay.
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
@@ -64,6 +68,9 @@ pub fn entry_id_of(walserver_entry_id: u64) -> EntryId {
 }
 /// A namespace id: the region id as `u64`.
 pub type NamespaceId = u64;
+
+/// Admin calls (creations, questions) the store makes at once for one of its calls.
+const CONCURRENT_ADMIN_CALLS: usize = 16;
 
 /// One entry of [`LogStore::append_batch`]: data for one region's namespace.
 #[derive(Clone, Debug)]
@@ -104,7 +111,8 @@ pub struct LogStoreOptions {
     /// A replay ends `DeadlineExceeded` when nothing came from walserver for this long. A
     /// replay has no deadline of its own (a large region takes as long as it takes), but one
     /// that stops receiving fails. Note that walserver sends nothing while it scans other
-    /// regions' records of the slot for this one's. 60 s.
+    /// regions' records of the slot for this one's (at a few hundred MB/s). 60 s; zero is
+    /// taken as 60 s.
     pub replay_progress_timeout: Duration,
     /// Deadline of a whole replay; `None`: none. `None`.
     pub replay_timeout: Option<Duration>,
@@ -233,17 +241,29 @@ impl LogStore {
             && matches!(&result, Err(status) if status.code() == Code::NotFound)
         {
             let distinct: HashSet<NamespaceId> = namespaces.iter().copied().collect();
-            for namespace_id in distinct {
-                client.create_namespace(namespace_id).await?;
-            }
+            let created: Vec<Result<_, Status>> = futures_util::stream::iter(distinct)
+                .map(|namespace_id| client.create_namespace(namespace_id))
+                .buffer_unordered(CONCURRENT_ADMIN_CALLS)
+                .collect()
+                .await;
+            created.into_iter().try_for_each(|c| c.map(|_| ()))?;
             result = client.append(request).await;
         }
         let ids = match result {
             Ok(ids) => ids,
             Err(status) => {
                 if status.code() == Code::FailedPrecondition {
-                    // Fenced: another writer owns some of these regions and appends past us.
-                    namespaces.iter().for_each(|namespace_id| self.forget(*namespace_id));
+                    // Fenced: another writer owns some of these regions and appends past our
+                    // ids. The ends of their slots bound what it wrote; unknown when that
+                    // question fails too.
+                    let distinct: HashSet<NamespaceId> = namespaces.iter().copied().collect();
+                    futures_util::stream::iter(distinct)
+                        .for_each_concurrent(CONCURRENT_ADMIN_CALLS, |namespace_id| async move {
+                            if self.refresh_latest_entry_id(namespace_id).await.is_err() {
+                                self.forget(namespace_id);
+                            }
+                        })
+                        .await;
                 }
                 return Err(status);
             }
@@ -367,7 +387,8 @@ impl StoreInner {
 }
 
 /// Every `every`, the slot end of each region the store knows (one listing of walserver's
-/// namespaces), until the store is gone. Failures wait for the next round.
+/// namespaces), until the store is gone (it is held only while a listing runs). Failures wait
+/// for the next round.
 async fn refresh_latest(store: Weak<StoreInner>, every: Duration) {
     loop {
         tokio::time::sleep(every).await;
@@ -420,8 +441,13 @@ impl Replay {
     /// The replay as a stream, after fencing when the options say so.
     async fn open(self) -> BoxStream<'static, Result<Entry, Status>> {
         if self.store.inner.options.fence_on_read {
-            if let Err(status) = self.store.open_for_write(self.namespace_id).await {
-                return futures_util::stream::once(async { Err(status) }).boxed();
+            match self.store.open_for_write(self.namespace_id).await {
+                // Unknown, and not to be created: nothing to replay.
+                Err(status) if status.code() == Code::NotFound => {
+                    return futures_util::stream::empty().boxed()
+                }
+                Err(status) => return futures_util::stream::once(async { Err(status) }).boxed(),
+                Ok(_) => {}
             }
         }
         let state = (self, None::<BoxStream<'static, Result<Entry, Status>>>, false);
@@ -471,7 +497,11 @@ impl Replay {
         let read = ReadOptions {
             start_entry_id: self.start(),
             timeout: options.replay_timeout,
-            progress_timeout: Some(options.replay_progress_timeout),
+            progress_timeout: Some(if options.replay_progress_timeout.is_zero() {
+                LogStoreOptions::default().replay_progress_timeout
+            } else {
+                options.replay_progress_timeout
+            }),
             ..ReadOptions::new(self.namespace_id)
         };
         self.store.inner.client.read(read).boxed()
@@ -494,8 +524,11 @@ impl Replay {
                 if self.start() >= namespace.next_entry_id {
                     return Ok(false); // past the end: nothing to replay
                 }
-                // Below the first entry (a truncation): from the first one.
-                self.start_entry_id = 0;
+                if self.start() < namespace.first_entry_id {
+                    // Below the first entry (a truncation): from the first one.
+                    self.start_entry_id = 0;
+                }
+                // Else the region moved between the read and the question: the same start again.
                 Ok(true)
             }
             _ => Err(status),

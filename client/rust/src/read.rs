@@ -10,7 +10,9 @@ use tokio::time::Instant;
 use tonic::codec::Streaming;
 use tonic::{Code, Status};
 
-use crate::client::{check_entry_checksum, retry_backoff, retry_jitter, until, Client};
+use crate::client::{
+    check_entry_checksum, retry_backoff, retry_jitter, until, Client, LOCAL_DEADLINE,
+};
 use crate::proto::{Entry, Gap, ReadEnd, ReadManyRequest, ReadRequest, ReadResponse};
 
 /// One namespace to read: [`Client::read`].
@@ -190,12 +192,11 @@ impl Reader {
             if self.done {
                 return None;
             }
+            let progress_at = self.progress.map(|p| Instant::now() + p);
+            let wait = earliest(self.deadline, progress_at);
             let step = match self.responses.as_mut() {
-                Some(responses) => {
-                    let wait = self.progress.map(|p| Instant::now() + p);
-                    until(earliest(self.deadline, wait), responses.message()).await
-                }
-                None => match self.open().await {
+                Some(responses) => until(wait, responses.message()).await,
+                None => match self.open(wait).await {
                     Ok(responses) => {
                         self.responses = Some(responses);
                         continue;
@@ -203,7 +204,7 @@ impl Reader {
                     Err(status) => Err(status),
                 },
             };
-            let step = step.map_err(|status| self.explain_progress_timeout(status));
+            let step = step.map_err(|status| explain_progress_timeout(status, progress_at));
             match step {
                 Ok(Some(response)) => {
                     self.items.extend(response.entries.into_iter().map(ReadItem::Entry));
@@ -228,10 +229,10 @@ impl Reader {
         }
     }
 
-    async fn open(&self) -> Result<Streaming<ReadResponse>, Status> {
+    /// Opens the call, waiting for walserver until `wait`; walserver hears only the whole-read
+    /// deadline (the progress timer is this side's).
+    async fn open(&self, wait: Option<Instant>) -> Result<Streaming<ReadResponse>, Status> {
         let mut stub = self.client.inner.stub.clone();
-        // walserver hears only the whole-read deadline; the progress timer is this side's.
-        let wait = earliest(self.deadline, self.progress.map(|p| Instant::now() + p));
         let response = match &self.call {
             Call::One(request) => {
                 until(wait, stub.read(self.client.request(*request, self.deadline))).await?
@@ -242,21 +243,6 @@ impl Reader {
             }
         };
         Ok(response.into_inner())
-    }
-
-    /// Names the progress timer when it, not the whole-read deadline, ended the read.
-    fn explain_progress_timeout(&self, status: Status) -> Status {
-        match self.progress {
-            Some(progress)
-                if status.code() == Code::DeadlineExceeded
-                    && self.deadline.is_none_or(|d| Instant::now() < d) =>
-            {
-                Status::deadline_exceeded(format!(
-                    "walclient: nothing came from walserver for {progress:?} (progress_timeout)"
-                ))
-            }
-            _ => status,
-        }
     }
 
     /// How long to wait before reading again after `status`; None: the read ends with it.
@@ -281,6 +267,23 @@ impl Reader {
             Some((item, reader))
         })
         .boxed()
+    }
+}
+
+/// Names the progress timer when it, this side's timer due at `progress_at`, ended the read
+/// (not the whole-read deadline, nor walserver's own answer).
+fn explain_progress_timeout(status: Status, progress_at: Option<Instant>) -> Status {
+    match progress_at {
+        Some(at)
+            if status.code() == Code::DeadlineExceeded
+                && status.message() == LOCAL_DEADLINE
+                && Instant::now() >= at =>
+        {
+            Status::deadline_exceeded(
+                "walclient: nothing came from walserver within the read's progress_timeout",
+            )
+        }
+        _ => status,
     }
 }
 

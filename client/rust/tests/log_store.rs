@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use common::Walserver;
 use futures_util::StreamExt;
 use walclient::log_store::{entry_id_of, LogEntry, LogStore, LogStoreOptions, ReplayStream};
-use walclient::{Client, ClientOptions, Code, Entry, Status};
+use walclient::{Client, ClientOptions, Code, Entry, ReadOptions, Status};
 
 fn new_store(client: &Client) -> LogStore {
     LogStore::new(client.clone(), LogStoreOptions::default())
@@ -42,6 +42,17 @@ async fn regions_are_created_by_their_first_append() {
     // The store's ids are walserver's plus one.
     let ids: Vec<u64> = client.read_all(1, 0).await.unwrap().iter().map(|e| e.entry_id).collect();
     assert_eq!(ids.last().map(|id| entry_id_of(*id)), Some(last[&1]));
+    // The append sent again after the creations was the same append: the same sequences,
+    // none skipped (a region's entries are numbered 1, 2... for a writer).
+    let sequences = |n: u64| {
+        let client = client.clone();
+        async move {
+            let entries = client.read_all(n, 0).await.unwrap();
+            entries.iter().map(|e| e.sequence).collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(sequences(1).await, [1, 2]);
+    assert_eq!(sequences(2).await, [1]);
     // The first entry of the slot has walserver id 0; a region engine that flushed nothing
     // (0) replays from 1, and gets it.
     assert_eq!(ids[0], 0);
@@ -144,6 +155,37 @@ async fn a_replay_has_no_deadline_but_must_keep_receiving() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_progress_timer_starts_again_with_every_message() {
+    let server = Walserver::start("progress", &[]);
+    let client = server.client().await;
+    client.create_namespace(6).await.unwrap();
+    // A follow read with a progress timeout of 1 s, fed an entry every 400 ms for 2.4 s: it
+    // gets all six, then ends 1 s after the last.
+    let mut follow = client.read(ReadOptions {
+        follow: true,
+        progress_timeout: Some(Duration::from_secs(1)),
+        ..ReadOptions::new(6)
+    });
+    let writer = client.clone();
+    let feeding = tokio::spawn(async move {
+        for i in 0..6 {
+            writer.append_entries(6, [format!("e{i}")]).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(400)).await;
+        }
+    });
+    let started = Instant::now();
+    for i in 0..6 {
+        let entry = follow.next().await.unwrap().unwrap();
+        assert_eq!(entry.data, format!("e{i}").as_bytes());
+    }
+    assert!(started.elapsed() > Duration::from_secs(1), "the entries came over more than 1 s");
+    let status = follow.next().await.unwrap().unwrap_err();
+    assert_eq!(status.code(), Code::DeadlineExceeded);
+    assert!(status.message().contains("progress_timeout"), "{status}");
+    feeding.await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn obsolete_and_delete_may_be_called_again() {
     let server = Walserver::start("obsolete", &[]);
     let client = server.client().await;
@@ -163,8 +205,7 @@ async fn obsolete_and_delete_may_be_called_again() {
     // An id far past the end makes what is there obsolete, not what comes later.
     store.obsolete(71, last + 1_000_000).await.unwrap();
     assert!(replay(store.read(71, 0)).await.unwrap().is_empty());
-    let next = store.append_batch(vec![LogEntry::new(71, "c")]).await.unwrap().last_entry_ids[&71];
-    assert!(next <= last + 1_000_000, "the next entry's id is below the obsolete point");
+    store.append_batch(vec![LogEntry::new(71, "c")]).await.unwrap();
     assert_eq!(replay(store.read(71, 0)).await.unwrap(), ["c"]);
     // An older id changes nothing.
     store.obsolete(71, last).await.unwrap();
@@ -220,8 +261,11 @@ async fn fencing_happens_when_asked_or_on_replay_when_chosen() {
         LogStoreOptions { fence_on_read: true, ..Default::default() },
     );
     assert_eq!(replay(taker.read(3, 0)).await.unwrap(), ["a", "b"]);
+    let before = leader.latest_entry_id(3);
     let status = leader.append_batch(vec![LogEntry::new(3, "c")]).await.unwrap_err();
     assert_eq!(status.code(), Code::FailedPrecondition, "{status}");
+    // Fenced, the leader's latest id comes from walserver: past the fence.
+    assert!(leader.latest_entry_id(3) > before, "{} <= {before}", leader.latest_entry_id(3));
     taker.append_batch(vec![LogEntry::new(3, "d")]).await.unwrap();
     assert_eq!(replay(follower.read(3, 0)).await.unwrap(), ["a", "b", "d"]);
 }
