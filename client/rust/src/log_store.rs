@@ -102,7 +102,9 @@ pub struct AppendBatchResponse {
 pub struct LogStoreOptions {
     /// Create a region's namespace when an append names one walserver does not know, then
     /// send the append again (walserver checks every namespace before it writes anything, so
-    /// nothing is written twice). True.
+    /// nothing is written twice). True. An append still in flight when its region is deleted
+    /// creates the region again: delete a region once its writes have ended, as a region engine
+    /// closes a region before it drops it.
     pub auto_create: bool,
     /// A replay from below the region's first entry starts at its first entry, and one from
     /// past its end is empty, as when a checkpoint lies outside what the region keeps. True.
