@@ -11,6 +11,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
+# A target directory of its own (resolved before any cd): these builds must not replace the main
+# ones, whose examples the tests run.
+target_dir=$(realpath -m "${CARGO_TARGET_DIR:-$HOME/.cache/walserver/rust-target}")
+export CARGO_TARGET_DIR=$target_dir/minimal-versions
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 # build.rs reads ../../proto: the copy keeps the layout.
@@ -47,8 +51,5 @@ cp client/rust/Cargo.minimal.lock "$crate/Cargo.lock"
 cd "$crate"
 cargo fetch --locked --offline >/dev/null 2>&1 || cargo fetch --locked
 [[ "${1:-}" != "--fetch" ]] || exit 0
-# A target directory of its own: these builds must not replace the main ones (the examples the
-# tests run live there too).
-export CARGO_TARGET_DIR=$(realpath -m "${CARGO_TARGET_DIR:-$HOME/.cache/walserver/rust-target}")/minimal-versions
 # The datanode workload (20 s) has nothing version-specific the other tests lack.
 cargo test --offline --locked -- --test-threads=2 --skip a_datanode_of_1000_regions

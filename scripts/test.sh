@@ -58,12 +58,15 @@ if ! $quick; then
     RUSTDOCFLAGS="-D warnings" cargo doc --offline --locked --no-deps)
   echo "== Rust client: TLS through aws-lc-rs, and the oldest tonic and prost its Cargo.toml allows"
   # Each must run its test: a feature name gone wrong would compile the test out and pass.
-  (cd client/rust && WALSERVER=$walserver_binary cargo test --offline --locked \
-    --no-default-features --features tls-aws-lc --test walserver -- --exact tls | tee /dev/stderr |
-    grep '^test result: ok. 1 passed' >/dev/null)
-  (cd client/rust && cargo test --offline --locked --no-default-features --lib -- --exact \
-    client::tests::without_a_tls_feature_tls_targets_are_refused | tee /dev/stderr |
-    grep '^test result: ok. 1 passed' >/dev/null)
+  run_one_test() {
+    local out
+    out=$(cd client/rust && WALSERVER=$walserver_binary cargo test --offline --locked "$@")
+    printf '%s\n' "$out"
+    grep -q '^test result: ok. 1 passed' <<<"$out"
+  }
+  run_one_test --no-default-features --features tls-aws-lc --test walserver -- --exact tls
+  run_one_test --no-default-features --lib -- --exact \
+    client::tests::without_a_tls_feature_tls_targets_are_refused
   WALSERVER=$walserver_binary scripts/rust_minimal_versions.sh
   echo "== walpeer (bench/peer, the path walserver replaces): checks, build, smoke run on the same Kafka"
   (cd bench/peer && cargo fmt --check && cargo clippy --offline --locked --release -- -D warnings &&

@@ -35,7 +35,9 @@
 //! opening it, a migration target taking over), and replay after it: from the checkpoint, or
 //! from where a catch-up replay stopped. A replay ends at the region's end as it was when the
 //! replay began, so entries the earlier writer added between a replay and the fence are seen
-//! only by a replay after the fence; fencing first and replaying after loses nothing. Not on
+//! only by a replay after the fence; fencing first and replaying after loses nothing. (A
+//! catch-up and its tail are two reads, and each drops repeats only within itself: an append
+//! retried after its first attempt was written may come once in each.) Not on
 //! every replay: a follower or a migration target catches up while the leader still writes,
 //! and fencing there would stop the leader. A datanode whose log-store interface has no "becomes
 //! writable" moment (every region it replays, it then writes, and no follower replays) can set
@@ -256,16 +258,20 @@ impl LogStore {
             Err(status) => {
                 if status.code() == Code::FailedPrecondition {
                     // Fenced: another writer owns some of these regions and appends past our
-                    // ids. The ends of their slots bound what it wrote; unknown when that
-                    // question fails too.
+                    // ids. The ends of their slots bound what it wrote: asked in the background,
+                    // so that the caller hears of the fence at once.
+                    let store = self.clone();
                     let distinct: HashSet<NamespaceId> = namespaces.iter().copied().collect();
-                    futures_util::stream::iter(distinct)
-                        .for_each_concurrent(CONCURRENT_ADMIN_CALLS, |namespace_id| async move {
-                            if self.refresh_latest_entry_id(namespace_id).await.is_err() {
-                                self.forget(namespace_id);
-                            }
-                        })
-                        .await;
+                    tokio::spawn(async move {
+                        futures_util::stream::iter(distinct)
+                            .for_each_concurrent(CONCURRENT_ADMIN_CALLS, |namespace_id| {
+                                let store = &store;
+                                async move {
+                                    let _ = store.refresh_latest_entry_id(namespace_id).await;
+                                }
+                            })
+                            .await;
+                    });
                 }
                 return Err(status);
             }
@@ -352,8 +358,9 @@ impl LogStore {
     /// region's last entry, the highest this store appended, replayed, or heard from walserver
     /// (at opening for write, and from the background refresh, which gives the end of the
     /// region's slot: other regions' entries share it). 0 for a region the store knows nothing
-    /// of, which a new region's replay may start from. Forgotten when the region is deleted
-    /// or this store is fenced out of it.
+    /// of, which a new region's replay may start from. Forgotten when the region is deleted or
+    /// opened for write again; raised in the background when an append finds this store fenced
+    /// out of it.
     pub fn latest_entry_id(&self, namespace_id: NamespaceId) -> EntryId {
         self.inner.latest.lock().unwrap().get(&namespace_id).copied().unwrap_or(0)
     }

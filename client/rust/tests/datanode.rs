@@ -177,13 +177,15 @@ impl Datanode {
         let started = Instant::now();
         let results: Vec<Result<Vec<Entry>, String>> = stream::iter(regions.iter().copied())
             .map(|region| async move {
-                let replayed = self.open_region(model, region, checked).await?;
+                // A region to be written here is fenced first, then replayed: the replay then
+                // holds everything its earlier writer wrote before the fence.
                 if writable {
                     self.store
                         .open_for_write(region)
                         .await
                         .map_err(|s| format!("{region}: {s}"))?;
                 }
+                let replayed = self.open_region(model, region, checked).await?;
                 Ok(replayed)
             })
             .buffer_unordered(OPEN_CONCURRENCY)
@@ -460,14 +462,22 @@ async fn a_datanode_of_1000_regions_through_crashes_and_a_migration() {
         caught_up.iter().map(|(region, (_, last))| (*region, last + 1)).collect();
     let tail = b.catch_up(&tail_from).await;
     for region in &migrated {
-        let read: std::collections::HashSet<u64> =
-            caught_up[region].0.iter().chain(&tail[region].0).copied().collect();
-        let missed: Vec<u64> = model.regions.lock().unwrap()[region]
+        let (before, after) = (&caught_up[region].0, &tail[region].0);
+        let read: std::collections::HashSet<u64> = before.iter().chain(after).copied().collect();
+        assert_eq!(read.len(), before.len() + after.len(), "region {region}: read twice");
+        let regions = model.regions.lock().unwrap();
+        let attempts: HashMap<u64, Expect> = regions[region].attempts.iter().copied().collect();
+        assert!(
+            after.iter().all(|n| attempts.get(n) != Some(&Expect::MustNot)),
+            "region {region}: the tail holds an entry A wrote after the fence"
+        );
+        let missed: Vec<u64> = regions[region]
             .attempts
             .iter()
             .filter(|(number, expect)| *expect == Expect::Must && !read.contains(number))
             .map(|(number, _)| *number)
             .collect();
+        drop(regions);
         assert!(missed.is_empty(), "region {region}: B never read A's acknowledged {missed:?}");
     }
     led_by_a.lock().unwrap().retain(|r| !migrated.contains(r));
@@ -486,6 +496,12 @@ async fn a_datanode_of_1000_regions_through_crashes_and_a_migration() {
         }
         tries += 1;
     }
+    // What A wrote after the fences is never to be read; the final replays check that.
+    let count_fenced = |model: &Model| {
+        let regions = model.regions.lock().unwrap();
+        regions.values().flat_map(|r| &r.attempts).filter(|(_, e)| *e == Expect::MustNot).count()
+    };
+    assert!(count_fenced(&model) >= 10);
     let (stop_b, batches_b) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicU64::new(0)));
     let led_by_b = Arc::new(Mutex::new(migrated.clone()));
     let writers_b = start_writers(&b, &model, &led_by_b, 1, &stop_b, &batches_b);
@@ -514,8 +530,7 @@ async fn a_datanode_of_1000_regions_through_crashes_and_a_migration() {
     drop(a);
     let restarted = Datanode::new('A', &target_a, false).await;
     let mine: Vec<u64> = led_by_a.lock().unwrap().clone();
-    let opened = restarted.open(&model, &mine, true, false).await.unwrap();
-    // Then each becomes writable again (a fence each), timed apart from the replays.
+    // Each region becomes writable again (a fence each), then replays; timed apart.
     let started = Instant::now();
     stream::iter(mine.iter().copied())
         .map(|region| restarted.store.open_for_write(region))
@@ -525,6 +540,7 @@ async fn a_datanode_of_1000_regions_through_crashes_and_a_migration() {
         })
         .await;
     let fenced_in = started.elapsed();
+    let opened = restarted.open(&model, &mine, true, false).await.unwrap();
     // The same replays as one ReadMany call, for comparison (the log store's interface reads
     // one region at a time): from each checkpoint, walserver's id being the store's minus one.
     let started = Instant::now();

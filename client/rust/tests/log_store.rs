@@ -154,34 +154,45 @@ async fn a_replay_has_no_deadline_but_must_keep_receiving() {
     assert!(took >= Duration::from_millis(900) && took < Duration::from_secs(2), "{took:?}");
 }
 
+/// The next item of a follow read, which must come (an entry or the read's end) within 20 s.
+async fn next(follow: &mut walclient::ReadStream) -> Result<Entry, Status> {
+    let item = tokio::time::timeout(Duration::from_secs(20), follow.next()).await;
+    item.expect("the progress timer never fired").expect("a follow read ends with an error")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_progress_timer_starts_again_with_every_message() {
     let server = Walserver::start("progress", &[]);
     let client = server.client().await;
     client.create_namespace(6).await.unwrap();
-    // A follow read with a progress timeout of 1 s, fed an entry every 400 ms for 2.4 s: it
-    // gets all six, then ends 1 s after the last.
+    client.append_entries(6, ["e0"]).await.unwrap();
+    // A follow read with a progress timeout of 3 s, fed an entry every second for 6 s: it gets
+    // them all, then ends about 3 s after the last. (Its first entry is there already, so
+    // opening the read is not timed against the feed.)
     let mut follow = client.read(ReadOptions {
         follow: true,
-        progress_timeout: Some(Duration::from_secs(1)),
+        progress_timeout: Some(Duration::from_secs(3)),
         ..ReadOptions::new(6)
     });
+    assert_eq!(next(&mut follow).await.unwrap().data, "e0".as_bytes());
+    let started = Instant::now();
     let writer = client.clone();
     let feeding = tokio::spawn(async move {
-        for i in 0..6 {
+        for i in 1..=6 {
+            tokio::time::sleep(Duration::from_secs(1)).await;
             writer.append_entries(6, [format!("e{i}")]).await.unwrap();
-            tokio::time::sleep(Duration::from_millis(400)).await;
         }
     });
-    let started = Instant::now();
-    for i in 0..6 {
-        let entry = follow.next().await.unwrap().unwrap();
-        assert_eq!(entry.data, format!("e{i}").as_bytes());
+    for i in 1..=6 {
+        assert_eq!(next(&mut follow).await.unwrap().data, format!("e{i}").as_bytes());
     }
-    assert!(started.elapsed() > Duration::from_secs(1), "the entries came over more than 1 s");
-    let status = follow.next().await.unwrap().unwrap_err();
+    assert!(started.elapsed() > Duration::from_secs(5), "the entries came over more than 3 s");
+    let last = Instant::now();
+    let status = next(&mut follow).await.unwrap_err();
+    let quiet = last.elapsed();
     assert_eq!(status.code(), Code::DeadlineExceeded);
     assert!(status.message().contains("progress_timeout"), "{status}");
+    assert!(quiet >= Duration::from_millis(2700) && quiet < Duration::from_secs(6), "{quiet:?}");
     feeding.await.unwrap();
 }
 
@@ -264,8 +275,12 @@ async fn fencing_happens_when_asked_or_on_replay_when_chosen() {
     let before = leader.latest_entry_id(3);
     let status = leader.append_batch(vec![LogEntry::new(3, "c")]).await.unwrap_err();
     assert_eq!(status.code(), Code::FailedPrecondition, "{status}");
-    // Fenced, the leader's latest id comes from walserver: past the fence.
-    assert!(leader.latest_entry_id(3) > before, "{} <= {before}", leader.latest_entry_id(3));
+    // Fenced, the leader's latest id is asked of walserver in the background: past the fence.
+    let started = Instant::now();
+    while leader.latest_entry_id(3) <= before {
+        assert!(started.elapsed() < Duration::from_secs(10), "never raised past {before}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     taker.append_batch(vec![LogEntry::new(3, "d")]).await.unwrap();
     assert_eq!(replay(follower.read(3, 0)).await.unwrap(), ["a", "b", "d"]);
 }
