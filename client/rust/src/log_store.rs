@@ -289,9 +289,9 @@ impl LogStore {
 
     /// Replays a region: its entries with id >= `start_entry_id` (0 or 1: from its first) in id
     /// order, up to its end as seen when the replay began. A region walserver does not know
-    /// (never written, or deleted) replays as an empty stream; with [`LogStoreOptions::clamp_replay_start`], so
-    /// does a start past the region's end, and a start below its first entry (truncated by
-    /// `obsolete`) starts at its first entry. No deadline for the whole replay unless
+    /// (never written, or deleted) replays as an empty stream; with
+    /// [`LogStoreOptions::clamp_replay_start`], so does a start past the region's end, and a
+    /// start below its first entry (truncated by `obsolete`) starts at its first entry. No deadline for the whole replay unless
     /// [`LogStoreOptions::replay_timeout`] sets one; [`LogStoreOptions::replay_progress_timeout`]
     /// ends one that stops receiving. Errors: `DataLoss` (entries gone from Kafka, or corrupt),
     /// `DeadlineExceeded`, `Unavailable` (retried while nothing was delivered).
