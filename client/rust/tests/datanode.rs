@@ -578,8 +578,8 @@ async fn a_datanode_of_1000_regions_through_crashes_and_a_migration() {
     eprintln!(
         "datanode restart: {} regions replayed in {:.2} s (one ReadMany: {:.2} s) and made \
          writable in {:.2} s, {} entries ({:.1} MiB) replayed; B's {} regions: {} entries in \
-         {:.2} s; {acked} acknowledged entries after checkpoints checked, {fenced_writes} written after the \
-         fence left out, {} batches",
+         {:.2} s; {acked} acknowledged entries after checkpoints checked, {fenced_writes} \
+         written after the fence left out, {} batches",
         mine.len(),
         opened.took.as_secs_f64(),
         many_took.as_secs_f64(),
