@@ -40,7 +40,10 @@ TEST_F(ClusterFaultTest, WalserverKilledMidLoadComesBackWithItsTable) {
   ASSERT_NE(server, nullptr);
   auto admin = Connect(server->address());
   std::vector<uint64_t> namespaces{11, 12, 13, 14};
-  for (uint64_t ns : namespaces) ASSERT_TRUE(admin->CreateNamespace(ns).ok());
+  for (uint64_t ns : namespaces) {
+    auto created = admin->CreateNamespace(ns);
+    ASSERT_TRUE(created.ok()) << created.status();
+  }
   Workload load(Connector(server->address()), namespaces);
   load.Start();
   for (int round = 0; round < 3; ++round) {

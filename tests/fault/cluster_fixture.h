@@ -43,17 +43,26 @@ class ClusterFaultTest : public ::testing::Test {
     EXPECT_TRUE(Cluster("cluster-start"));
     EXPECT_TRUE(AllNodesInTheCluster(std::chrono::seconds(60)));
   }
-  // True once a metadata request names all three nodes as live brokers.
+  // True once a metadata request names all three nodes as live brokers, and every partition
+  // has all its replicas in sync again: a node just restarted is live before its replicas have
+  // caught up, and the next test must not start on a cluster still healing.
   bool AllNodesInTheCluster(std::chrono::milliseconds timeout) {
     auto client = NewKafkaClient(RD_KAFKA_PRODUCER, {{"bootstrap.servers", brokers_}});
     if (!client.ok()) return false;
     const auto end = std::chrono::steady_clock::now() + timeout;
     while (std::chrono::steady_clock::now() < end) {
       const rd_kafka_metadata_t* md = nullptr;
-      if (rd_kafka_metadata(client->get(), 0, nullptr, &md, 5000) == RD_KAFKA_RESP_ERR_NO_ERROR) {
-        const int brokers = md->broker_cnt;
+      if (rd_kafka_metadata(client->get(), 1, nullptr, &md, 5000) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        bool whole = md->broker_cnt == 3;
+        for (int t = 0; whole && t < md->topic_cnt; ++t) {
+          const rd_kafka_metadata_topic_t& topic = md->topics[t];
+          for (int p = 0; whole && p < topic.partition_cnt; ++p) {
+            const rd_kafka_metadata_partition_t& partition = topic.partitions[p];
+            whole = partition.leader >= 0 && partition.isr_cnt == partition.replica_cnt;
+          }
+        }
         rd_kafka_metadata_destroy(md);
-        if (brokers == 3) return true;
+        if (whole) return true;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(500));
     }
