@@ -15,7 +15,7 @@ TEST_F(ClusterFaultTest, SlotLeaderKilledAndRestartedUnderLoad) {
   ASSERT_NE(server, nullptr);
   auto admin = Connect(server->address());
   std::vector<uint64_t> namespaces{1, 2, 3, 4};
-  for (uint64_t ns : namespaces) ASSERT_TRUE(admin->CreateNamespace(ns).ok());
+  ASSERT_TRUE(Created(*admin, *server, namespaces));
   auto info = admin->GetNamespace(1);
   ASSERT_TRUE(info.ok());
   Workload load(Connector(server->address()), namespaces);
@@ -40,10 +40,7 @@ TEST_F(ClusterFaultTest, WalserverKilledMidLoadComesBackWithItsTable) {
   ASSERT_NE(server, nullptr);
   auto admin = Connect(server->address());
   std::vector<uint64_t> namespaces{11, 12, 13, 14};
-  for (uint64_t ns : namespaces) {
-    auto created = admin->CreateNamespace(ns);
-    ASSERT_TRUE(created.ok()) << created.status();
-  }
+  ASSERT_TRUE(Created(*admin, *server, namespaces));
   Workload load(Connector(server->address()), namespaces);
   load.Start();
   for (int round = 0; round < 3; ++round) {
@@ -63,8 +60,8 @@ TEST_F(ClusterFaultTest, AllNodesDownFor30SecondsFailsFastAndRecovers) {
   ASSERT_NE(server, nullptr);
   auto admin = Connect(server->address());
   std::vector<uint64_t> namespaces{21, 22};
-  for (uint64_t ns : namespaces) ASSERT_TRUE(admin->CreateNamespace(ns).ok());
-  ASSERT_TRUE(admin->CreateNamespace(23).ok());  // the probe's, outside the checked load
+  ASSERT_TRUE(Created(*admin, *server, namespaces));
+  ASSERT_TRUE(Created(*admin, *server, {23}));  // the probe's, outside the checked load
   Workload load(Connector(server->address()), namespaces);
   load.Start();
   ASSERT_TRUE(load.WaitForProgress(200, seconds(30)));

@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "server/kafka/client.h"
@@ -92,6 +93,24 @@ class ClusterFaultTest : public ::testing::Test {
                                    "--replication_factor=3", "--min_insync_replicas=2"});
     EXPECT_TRUE(p.ok()) << p.status();
     return p.ok() ? std::move(*p) : nullptr;
+  }
+  // Creates each namespace; on failure says why, with the end of walserver's log: a create
+  // that fails here means the cluster was not ready for the test, and the log tells which part.
+  static ::testing::AssertionResult Created(Client& admin, const ServerProcess& server,
+                                            const std::vector<uint64_t>& namespaces) {
+    for (uint64_t ns : namespaces) {
+      const auto t0 = std::chrono::steady_clock::now();
+      auto created = admin.CreateNamespace(ns);
+      if (created.ok()) continue;
+      const std::string log = server.log();
+      const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
+          std::chrono::steady_clock::now() - t0);
+      return ::testing::AssertionFailure()
+             << "CreateNamespace(" << ns << ") failed after " << took.count()
+             << " ms: " << created.status() << "\nend of walserver's log:\n"
+             << log.substr(log.size() > 6000 ? log.size() - 6000 : 0);
+    }
+    return ::testing::AssertionSuccess();
   }
   // The node leading a partition, from a metadata request.
   int Leader(const std::string& topic, int32_t partition) {

@@ -47,7 +47,7 @@ class PartitionTest : public ClusterFaultTest {
     server_ = StartServer();
     ASSERT_NE(server_, nullptr);
     admin_ = Connect(server_->address());
-    for (uint64_t ns : namespaces_) ASSERT_TRUE(admin_->CreateNamespace(ns).ok());
+    ASSERT_TRUE(Created(*admin_, *server_, namespaces_));
     auto slot = admin_->GetNamespace(namespaces_[0]);
     ASSERT_TRUE(slot.ok()) << slot.status();
     topic_ = slot->topic();
@@ -56,7 +56,7 @@ class PartitionTest : public ClusterFaultTest {
     ASSERT_GE(leader_, 1);
     // The probe appends to a namespace of its own on the same slot, outside the checked load.
     for (uint64_t id = 100; id < 120 && probe_ns_ == 0; ++id) {
-      ASSERT_TRUE(admin_->CreateNamespace(id).ok());
+      ASSERT_TRUE(Created(*admin_, *server_, {id}));
       auto info = admin_->GetNamespace(id);
       ASSERT_TRUE(info.ok()) << info.status();
       if (info->topic() == topic_ && info->partition() == partition_) probe_ns_ = id;
