@@ -63,6 +63,8 @@ class EntryWriter {
   // Appends `items` and calls `done` exactly once, with one entry id per item or the first error,
   // from a producer's poll thread or the timer thread (or inline when nothing could be sent).
   // Never blocks. `deadline` is the caller's; the call completes a little before it.
+  // `done` is destroyed only once librdkafka has reported every record, which may be after it
+  // was called: what it holds lives as long as the records do.
   void Append(std::vector<AppendItem> items, Clock::time_point deadline, Callback done);
 
   // For shutdown: fails the records waiting in the producers (their calls answer UNAVAILABLE,

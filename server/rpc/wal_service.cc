@@ -27,6 +27,21 @@ absl::Status CheckId(uint64_t namespace_id, absl::string_view field = "namespace
   return absl::OkStatus();
 }
 
+// Bytes of an append counted against --max_inflight_append_bytes for as long as this lives. It
+// may outlive the service (records reported after shutdown), so it shares the counter.
+class HeldBytes {
+ public:
+  HeldBytes(std::shared_ptr<std::atomic<uint64_t>> counter, uint64_t bytes)
+      : counter_(std::move(counter)), bytes_(bytes) {}
+  HeldBytes(const HeldBytes&) = delete;
+  HeldBytes& operator=(const HeldBytes&) = delete;
+  ~HeldBytes() { *counter_ -= bytes_; }
+
+ private:
+  std::shared_ptr<std::atomic<uint64_t>> counter_;
+  uint64_t bytes_;
+};
+
 absl::Status NotFound(uint64_t namespace_id) {
   return absl::NotFoundError(
       absl::StrCat("namespace ", namespace_id, " not found; create it with CreateNamespace"));
@@ -311,9 +326,9 @@ void WalServiceImpl::StartAppend(Clock::time_point arrived, Clock::time_point de
   for (const AppendItem& item : items) bytes += item.data.size();
   // Backpressure: past the cap, say so instead of queueing without bound. A request alone always
   // passes, whatever its size, so no valid request is refused forever.
-  const uint64_t before = inflight_append_bytes_.fetch_add(bytes);
+  const uint64_t before = inflight_append_bytes_->fetch_add(bytes);
   if (before + bytes > options_.max_inflight_append_bytes && before > 0) {
-    inflight_append_bytes_ -= bytes;
+    *inflight_append_bytes_ -= bytes;
     Refuse(arrived, done,
            absl::ResourceExhaustedError(absl::StrCat(
                "appends of ", before, " bytes are already waiting for Kafka (limit ",
@@ -324,12 +339,15 @@ void WalServiceImpl::StartAppend(Clock::time_point arrived, Clock::time_point de
   ++metrics_->appends_in_flight;
   const Clock::time_point handed = Clock::now();
   stages_.Record(AppendStage::kStart, handed - arrived);
+  // The bytes count until librdkafka has reported every record, which may be after the answer
+  // (a caller's deadline before --append_timeout_ms): the writer drops the callback only then.
+  auto held = std::make_shared<HeldBytes>(inflight_append_bytes_, bytes);
   writer_->Append(
       std::move(items), deadline,
-      [this, bytes, handed, done = std::move(done)](absl::StatusOr<std::vector<uint64_t>> ids) {
+      [this, bytes, handed, held = std::move(held),
+       done = std::move(done)](absl::StatusOr<std::vector<uint64_t>> ids) {
         stages_.Record(AppendStage::kKafka, Clock::now() - handed);
         --metrics_->appends_in_flight;
-        inflight_append_bytes_ -= bytes;
         if (ids.ok()) {
           metrics_->append_bytes += bytes;
           metrics_->append_entries += ids->size();

@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <string>
@@ -85,7 +86,7 @@ class WalServiceImpl final : public v1::WalService::CallbackService {
 
   // Entry bytes of appends waiting for Kafka, and the most there may be (--max_inflight_append_
   // bytes): for /metrics.
-  uint64_t inflight_append_bytes() const { return inflight_append_bytes_.load(); }
+  uint64_t inflight_append_bytes() const { return inflight_append_bytes_->load(); }
   uint64_t max_inflight_append_bytes() const { return options_.max_inflight_append_bytes; }
 
   // Most namespaces one ReadMany may name.
@@ -131,7 +132,9 @@ class WalServiceImpl final : public v1::WalService::CallbackService {
   mutable SlotEnds slot_ends_;  // on `kafka`
   Metrics* const metrics_;
   AppendStages stages_;
-  std::atomic<uint64_t> inflight_append_bytes_{0};
+  // Shared with the appends holding bytes, which may outlive the service.
+  const std::shared_ptr<std::atomic<uint64_t>> inflight_append_bytes_ =
+      std::make_shared<std::atomic<uint64_t>>(0);
   std::mutex streams_mu_;
   std::set<AppendStreamReactor*> streams_ ABSL_GUARDED_BY(streams_mu_);
   bool streams_stopped_ ABSL_GUARDED_BY(streams_mu_) = false;

@@ -107,6 +107,48 @@ TEST(MockFaults, AppendBytesInFlightAreCapped) {
     EXPECT_EQ(entry.data()[0], 'a') << "the refused append was written";
 }
 
+// An append answered before Kafka reported its records (its caller's deadline came first) still
+// holds its bytes while librdkafka holds the records: retries of it must meet the cap, or a slow
+// Kafka lets retrying clients queue copies past it.
+TEST(MockFaults, AnAppendAnsweredBeforeItsRecordsAreReportedStillCountsAgainstTheCap) {
+  ServerOptions options = MockServerOptions();
+  options.topic_prefix = UniqueName("fault");
+  options.max_entry_bytes = 64 * 1024;
+  options.max_inflight_append_bytes = 64 * 1024;
+  options.append_timeout = seconds(6);  // how long librdkafka keeps the records
+  auto server = WalServer::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto admin = Connect((*server)->address(), seconds(5));
+  ASSERT_TRUE(admin->CreateNamespace(1).ok());
+  rd_kafka_mock_cluster_t* cluster = (*server)->mock_cluster()->cluster();
+  ASSERT_EQ(rd_kafka_mock_broker_set_down(cluster, 1), RD_KAFKA_RESP_ERR_NO_ERROR);
+  ClientOptions once;
+  once.target = (*server)->address();
+  once.timeout = seconds(1);
+  once.max_retries = 0;
+  auto client = Client::Connect(once);
+  ASSERT_TRUE(client.ok());
+  v1::AppendRequest big;
+  auto* e = big.add_entries();
+  e->set_namespace_id(1);
+  e->set_data(std::string(40 * 1024, 'a'));
+  const auto sent = Clock::now();
+  auto first = (*client)->Append(big);
+  ASSERT_FALSE(first.ok());
+  ASSERT_LT(Clock::now() - sent, seconds(3)) << "answered after librdkafka gave the records up";
+  // Its records are still in librdkafka's queue for seconds: a retry must be refused.
+  auto retry = (*client)->Append(big);
+  EXPECT_EQ(retry.status().code(), absl::StatusCode::kResourceExhausted) << retry.status();
+  // Once librdkafka has reported them (delivered when the broker is back), the bytes are free.
+  ASSERT_EQ(rd_kafka_mock_broker_set_up(cluster, 1), RD_KAFKA_RESP_ERR_NO_ERROR);
+  absl::StatusOr<std::vector<uint64_t>> after;
+  const auto deadline = Clock::now() + seconds(30);
+  do {
+    after = admin->Append(big);
+  } while (!after.ok() && Clock::now() < deadline);
+  EXPECT_TRUE(after.ok()) << after.status();
+}
+
 TEST(MockFaults, ProduceErrorsFailTheAppend) {
   ServerOptions options = MockServerOptions();
   options.topic_prefix = UniqueName("fault");
