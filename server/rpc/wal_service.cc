@@ -342,18 +342,17 @@ void WalServiceImpl::StartAppend(Clock::time_point arrived, Clock::time_point de
   // The bytes count until librdkafka has reported every record, which may be after the answer
   // (a caller's deadline before --append_timeout_ms): the writer drops the callback only then.
   auto held = std::make_shared<HeldBytes>(inflight_append_bytes_, bytes);
-  writer_->Append(
-      std::move(items), deadline,
-      [this, bytes, handed, held = std::move(held),
-       done = std::move(done)](absl::StatusOr<std::vector<uint64_t>> ids) {
-        stages_.Record(AppendStage::kKafka, Clock::now() - handed);
-        --metrics_->appends_in_flight;
-        if (ids.ok()) {
-          metrics_->append_bytes += bytes;
-          metrics_->append_entries += ids->size();
-        }
-        done(std::move(ids));
-      });
+  writer_->Append(std::move(items), deadline,
+                  [this, bytes, handed, held = std::move(held),
+                   done = std::move(done)](absl::StatusOr<std::vector<uint64_t>> ids) {
+                    stages_.Record(AppendStage::kKafka, Clock::now() - handed);
+                    --metrics_->appends_in_flight;
+                    if (ids.ok()) {
+                      metrics_->append_bytes += bytes;
+                      metrics_->append_entries += ids->size();
+                    }
+                    done(std::move(ids));
+                  });
 }
 
 void WalServiceImpl::DoAppend(std::shared_ptr<const v1::AppendRequest> request,
@@ -372,12 +371,12 @@ void WalServiceImpl::DoAppend(std::shared_ptr<const v1::AppendRequest> request,
     return;
   }
   // A namespace or an epoch this server has not seen: another server may have just created or
-  // acquired it. Catch up with the metadata topic (off the gRPC thread) and look again; an
-  // epoch still unknown was never issued.
-  admin_pool_.Post([this, request = std::move(request), arrived, deadline, admin_deadline,
-                    done = std::move(done)]() mutable {
-    if (absl::Status s = meta_->CatchUp(admin_deadline); !s.ok()) {
-      Refuse(arrived, done, std::move(s));
+  // acquired it. Catch up with the metadata topic (off the gRPC thread, in a catch-up shared
+  // with every other such append) and look again; an epoch still unknown was never issued.
+  catch_up_.After(admin_deadline, [this, request = std::move(request), arrived, deadline,
+                                   done = std::move(done)](absl::Status caught_up) mutable {
+    if (!caught_up.ok()) {
+      Refuse(arrived, done, std::move(caught_up));
       return;
     }
     std::vector<AppendItem> items;

@@ -24,6 +24,7 @@
 #include "server/log/entry_reader.h"
 #include "server/log/entry_writer.h"
 #include "server/meta/meta_store.h"
+#include "server/meta/shared_catch_up.h"
 #include "server/rpc/append_stages.h"
 #include "server/rpc/append_stream.h"
 #include "wal/v1/wal.grpc.pb.h"
@@ -140,6 +141,9 @@ class WalServiceImpl final : public v1::WalService::CallbackService {
   bool streams_stopped_ ABSL_GUARDED_BY(streams_mu_) = false;
   std::condition_variable streams_cv_;
   WorkQueue admin_pool_;
+  // For appends naming a namespace or epoch this server has not seen. Last, so that it is
+  // stopped first: its answers use the members above.
+  SharedCatchUp catch_up_{[this](Clock::time_point deadline) { return meta_->CatchUp(deadline); }};
 };
 
 // The caller's deadline on the steady clock (time_point::max() when there is none).

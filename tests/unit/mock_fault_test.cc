@@ -2,7 +2,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <future>
+#include <mutex>
 #include <thread>
 
 #include "tests/support/test_util.h"
@@ -15,6 +17,7 @@ using std::chrono::seconds;
 using Clock = std::chrono::steady_clock;
 // Kafka protocol API key of Produce requests (librdkafka keeps its names internal).
 constexpr int16_t kProduceApiKey = 0;
+constexpr int16_t kListOffsetsApiKey = 2;
 
 TEST(MockFaults, CallsFailFastWhileKafkaIsDownAndWorkAgainAfter) {
   ServerOptions options = MockServerOptions();
@@ -147,6 +150,69 @@ TEST(MockFaults, AnAppendAnsweredBeforeItsRecordsAreReportedStillCountsAgainstTh
     after = admin->Append(big);
   } while (!after.ok() && Clock::now() < deadline);
   EXPECT_TRUE(after.ok()) << after.status();
+}
+
+// Appends naming an unknown namespace make walserver catch up with the metadata topic (an
+// end-of-topic query, then reading up to it) before answering NOT_FOUND. During a Kafka slowdown
+// a client retrying appends to a deleted namespace must not take the threads of the admin calls,
+// nor ask Kafka once per append.
+TEST(MockFaults, AppendsToAnUnknownNamespaceDuringASlowdownShareOneCatchUp) {
+  ServerOptions options = MockServerOptions();
+  options.topic_prefix = UniqueName("fault");
+  auto server = WalServer::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto admin = Connect((*server)->address(), seconds(3));
+  ASSERT_TRUE(admin->CreateNamespace(1).ok());
+  // Every end-of-topic query now takes 1.5 s.
+  rd_kafka_mock_cluster_t* cluster = (*server)->mock_cluster()->cluster();
+  constexpr size_t kSlowQueries = 200;
+  for (size_t i = 0; i < kSlowQueries; ++i) {
+    ASSERT_EQ(rd_kafka_mock_broker_push_request_error_rtts(cluster, 1, kListOffsetsApiKey, 1,
+                                                           RD_KAFKA_RESP_ERR_NO_ERROR, 1500),
+              RD_KAFKA_RESP_ERR_NO_ERROR);
+  }
+  ClientOptions once;
+  once.target = (*server)->address();
+  once.timeout = seconds(8);
+  once.max_retries = 0;
+  auto client = Client::Connect(once);
+  ASSERT_TRUE(client.ok());
+  constexpr int kAppends = 100;  // more than the 64 admin threads
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<absl::Status> answers;
+  v1::AppendRequest unknown;
+  unknown.add_entries()->set_namespace_id(99);
+  unknown.mutable_entries(0)->set_data("x");
+  const auto sent = Clock::now();
+  for (int i = 0; i < kAppends; ++i) {
+    (*client)->AppendAsync(unknown, [&](absl::StatusOr<std::vector<uint64_t>> r) {
+      std::lock_guard<std::mutex> lock(mu);
+      answers.push_back(r.status());
+      cv.notify_all();
+    });
+  }
+  // Wait until walserver has asked Kafka at least once.
+  const auto asked_by = Clock::now() + seconds(5);
+  size_t left = kSlowQueries;
+  while (left == kSlowQueries && Clock::now() < asked_by) {
+    rd_kafka_mock_broker_error_stack_cnt(cluster, 1, kListOffsetsApiKey, &left);
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  ASSERT_LT(left, kSlowQueries) << "walserver never looked the unknown namespace up";
+  // An admin call that needs no end-of-topic query gets a thread at once.
+  const absl::Status deleted = admin->DeleteNamespace(1);
+  EXPECT_TRUE(deleted.ok()) << deleted;
+  EXPECT_LT(Clock::now() - sent, seconds(2)) << "the admin call waited behind the appends";
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, seconds(20), [&] { return answers.size() == kAppends; }));
+  }
+  for (const absl::Status& s : answers) {
+    EXPECT_TRUE(absl::IsNotFound(s) || absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s)) << s;
+  }
+  rd_kafka_mock_broker_error_stack_cnt(cluster, 1, kListOffsetsApiKey, &left);
+  EXPECT_LE(kSlowQueries - left, 5u) << "end-of-topic queries for " << kAppends << " appends";
 }
 
 TEST(MockFaults, ProduceErrorsFailTheAppend) {
