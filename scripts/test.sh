@@ -45,6 +45,7 @@ echo "== Kafka"
 source tests/kafka/temporary_broker.sh
 start_temporary_broker
 export WAL_TEST_BROKERS=$KAFKA_BOOTSTRAP WAL_TEST_SASL_BROKERS=$KAFKA_SASL_BOOTSTRAP
+export WAL_TEST_KAFKA_DATA_DIR=$KAFKA_DATA_DIR
 
 echo "== tests (Kafka at $WAL_TEST_BROKERS)"
 (cd "${BUILD_DIR:-build}" && ctest --output-on-failure -j2 -LE fault "$@")
@@ -91,6 +92,7 @@ for kafka_version in ${WAL_COMPAT_KAFKA_VERSIONS:-3.9.1 4.4.0}; do
     trap stop_temporary_kafka EXIT
     start_temporary_broker
     export WAL_TEST_BROKERS=$KAFKA_BOOTSTRAP WAL_TEST_SASL_BROKERS=$KAFKA_SASL_BOOTSTRAP
+    export WAL_TEST_KAFKA_DATA_DIR=$KAFKA_DATA_DIR
     (cd "${BUILD_DIR:-build}" && ctest --output-on-failure -j2 -R '^integration_contract_test[.]')
     # The datanode workload (20 s) ran on the suite's broker above.
     (cd client/rust && WALSERVER=$walserver_binary cargo test --offline --locked -- --test-threads=2 \

@@ -20,6 +20,9 @@ absl::StatusOr<std::unique_ptr<Consumer>> Consumer::Create(const KafkaProperties
   props["auto.offset.reset"] = "error";
   props["enable.partition.eof"] = "true";
   if (!props.count("fetch.wait.max.ms")) props["fetch.wait.max.ms"] = "50";
+  // Kafka's CRC of each fetched batch: entries carry their own checksum, but a damaged record
+  // header would otherwise read as a record of someone else's and be skipped without a word.
+  if (!props.count("check.crcs")) props["check.crcs"] = "true";
   if (!props.count("queued.max.messages.kbytes")) props["queued.max.messages.kbytes"] = "16384";
   // Once the queue reaches either limit, librdkafka stops fetching for this long (1 s by
   // default), however soon the reader drains it: a scan reading faster than one queue a second

@@ -55,4 +55,9 @@ absl::Status KafkaErrorToStatus(rd_kafka_resp_err_t err, absl::string_view what)
   }
 }
 
+bool IsDamagedRecords(rd_kafka_resp_err_t err) {
+  return err == RD_KAFKA_RESP_ERR__BAD_MSG || err == RD_KAFKA_RESP_ERR__BAD_COMPRESSION ||
+         err == RD_KAFKA_RESP_ERR_INVALID_MSG;  // CORRUPT_MESSAGE in Kafka's names
+}
+
 }  // namespace wal

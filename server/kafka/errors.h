@@ -15,4 +15,9 @@ namespace wal {
 // the rest. `what` says what was attempted.
 absl::Status KafkaErrorToStatus(rd_kafka_resp_err_t err, absl::string_view what);
 
+// True for a consumer's errors that say fetched records are damaged (a batch failing its CRC with
+// check.crcs, or one that does not decode or decompress): Kafka's log itself is bad there, and no
+// retry reads it. (KafkaErrorToStatus calls them INTERNAL: a producer may meet them too.)
+bool IsDamagedRecords(rd_kafka_resp_err_t err);
+
 }  // namespace wal

@@ -281,6 +281,16 @@ void ReadMember::OnLost(int64_t to, const absl::Status& loss) {
   next_offset_ = std::max(next_offset_, to);
 }
 
+void ReadMember::OnDamaged(const absl::Status& damage) {
+  if (done_) return;
+  // Entries begun before the damage can never complete; the complete ones behind them go.
+  assembler_.Flush(&ready_);
+  TakeReady();
+  EndAtCorrupt();
+  Flush();
+  Finish(damage);
+}
+
 void ReadMember::TakeReady() {
   NoteCorrupt();
   for (AssembledEntry& e : ready_) {

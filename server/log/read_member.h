@@ -106,6 +106,9 @@ class ReadMember {
   // read with `loss`, or with skip_lost delivers what came before, adds a LOST gap and goes on
   // from `to`.
   void OnLost(int64_t to, const absl::Status& loss);
+  // The scan met records damaged in Kafka's log, past what it handed this member (scan thread):
+  // queues the entries assembled before them, then ends the read with `damage`.
+  void OnDamaged(const absl::Status& damage);
   // Adds a gap after the entries taken so far and queues them (skip_lost).
   void AddGap(int64_t from, int64_t to, v1::Gap::Reason reason, std::string message);
   // Takes the member off its scan (scan thread, which must not touch it afterwards).

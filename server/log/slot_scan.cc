@@ -70,7 +70,7 @@ absl::Status SlotScan::Scan() {
     } else if (msg->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
       OnEndOfPartition(msg->offset);
     } else if (msg->err) {
-      status = OnKafkaError(msg->err);
+      status = OnKafkaError(msg->err, msg->offset);
     } else {
       OnRecord(*msg);
     }
@@ -128,9 +128,20 @@ void SlotScan::OnEndOfPartition(int64_t offset) {
   AllIdle(true, absl::OkStatus());
 }
 
-absl::Status SlotScan::OnKafkaError(rd_kafka_resp_err_t err) {
+absl::Status SlotScan::OnKafkaError(rd_kafka_resp_err_t err, int64_t offset) {
   absl::Status status =
       KafkaErrorToStatus(err, absl::StrCat("reading ", slot_.topic, "[", slot_.partition, "]"));
+  if (IsDamagedRecords(err)) {
+    // Which entries the damaged batch held is unknown, so every read of the scan ends here, as
+    // a read ends at a corrupt entry: DATA_LOSS, with what came before it delivered.
+    const absl::Status damage = absl::DataLossError(absl::StrCat(
+        "Kafka's log of ", slot_.topic, "[", slot_.partition, "] is damaged at offset ",
+        std::max(offset, next_), " (", status.message(),
+        "); the entries before it were delivered, and a read starting after the damaged records "
+        "goes on"));
+    for (auto& m : members_) m->OnDamaged(damage);
+    return damage;
+  }
   if (absl::IsDataLoss(status)) return OnLostRecords();
   if (!absl::IsUnavailable(status)) return status;
   // librdkafka retries on its own; each read gives up at its deadline.

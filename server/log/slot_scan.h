@@ -102,7 +102,7 @@ class SlotScan : public std::enable_shared_from_this<SlotScan> {
   bool Admit(int64_t* rewind_to);
   absl::Status Rewind(int64_t to);
   void OnEndOfPartition(int64_t offset);
-  absl::Status OnKafkaError(rd_kafka_resp_err_t err);
+  absl::Status OnKafkaError(rd_kafka_resp_err_t err, int64_t offset);
   // Kafka answered that records at next_ are gone (out of range).
   absl::Status OnLostRecords();
   void OnRecord(const rd_kafka_message_t& msg);
