@@ -200,9 +200,19 @@ void MetaStore::TailLoop() {
     if (batch.empty()) continue;
     std::lock_guard lock(mu_);
     for (const Message& msg : batch) {
+      if (!damaged_at_.empty()) break;
       if (msg->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
         next_offset_ = std::max(next_offset_, msg->offset);
         tail_error_.clear();
+      } else if (IsDamagedRecords(msg->err)) {
+        // Records of the table are damaged in Kafka's log: a table built past them would lack
+        // their changes. The tail stops here for good; health and every wait for it say why.
+        damaged_at_ =
+            absl::StrCat("damaged in Kafka's log at offset ", std::max(msg->offset, next_offset_),
+                         " (", KafkaErrorToStatus(msg->err, "tailing the metadata topic").message(),
+                         "); the namespace table is not read past it: repair or restore the topic");
+        spdlog::error("metadata topic {}: {}", options_.topic, damaged_at_);
+        tail_error_ = damaged_at_;
       } else if (msg->err) {
         const absl::Status status = KafkaErrorToStatus(msg->err, "tailing the metadata topic");
         if (tail_error_ != status.message()) spdlog::warn("{}", status.ToString());

@@ -4,8 +4,10 @@
 # carries the checksum walctl checked, and a record damaged in the broker's log stops a read.
 source "$(dirname "$0")/lib.sh"
 require_kafka
-# shellcheck disable=SC2046
-start_walserver recovery $(kafka_args recovery)
+args=$(kafka_args recovery)
+prefix=$(sed -n 's/.*--topic_prefix=\([^ ]*\).*/\1/p' <<<"$args")
+# shellcheck disable=SC2086  # a list of flags
+start_walserver recovery $args
 W() { "$WALCTL" --server="$ADDR" "$@"; }
 
 # A namespace whose id reads "ABCDEFGH" as its 8-byte big-endian key, so kcat can write to it.
@@ -105,4 +107,26 @@ expect_exit 7 W read "$damaged" --data-only
 expect_contains "$(cat "$work/err")" "is damaged at offset $bravo"
 [[ "$(W read "$damaged" --start="$charlie" --data-only)" == "charlie" ]] ||
   fail "a read after the damaged record: $(W read "$damaged" --start="$charlie" 2>&1)"
+# The metadata topic damaged in the broker's log: walserver does not start on a namespace table
+# that would lack the damaged records' changes, and says why.
+kill "$PID"
+wait "$PID" 2>/dev/null || true
+python3 - "$WAL_TEST_KAFKA_DATA_DIR/${prefix}_meta-0" <<'PY' || fail "could not damage the record"
+import glob, sys
+for path in glob.glob(sys.argv[1] + "/*.log"):
+    data = open(path, "rb").read()
+    at = data.find(b"ABCDEFGH")  # the key of namespace $ns in its creation record
+    if at >= 0:
+        with open(path, "r+b") as f:
+            f.seek(at)
+            f.write(b"a")
+        sys.exit(0)
+sys.exit("no segment in " + sys.argv[1] + " holds the namespace's record")
+PY
+got=0
+# shellcheck disable=SC2086
+"$WALSERVER" --listen=127.0.0.1:0 --http_listen=127.0.0.1:0 --startup_timeout_ms=5000 $args \
+  >"$work/damaged.log" 2>&1 || got=$?
+[[ $got -eq 1 ]] || fail "walserver on a damaged metadata topic exited $got: $(tail -n 5 "$work/damaged.log")"
+expect_contains "$(cat "$work/damaged.log")" "damaged in Kafka's log at offset"
 echo "recovery_test: all checks passed"
