@@ -283,12 +283,18 @@ void ReadMember::OnLost(int64_t to, const absl::Status& loss) {
 
 void ReadMember::OnDamaged(const absl::Status& damage) {
   if (done_) return;
-  // Entries begun before the damage can never complete; the complete ones behind them go.
+  // An entry begun before the damage can never complete; the complete ones behind it go.
+  const std::optional<int64_t> begun = assembler_.oldest_incomplete();
   assembler_.Flush(&ready_);
   TakeReady();
   EndAtCorrupt();
   Flush();
-  Finish(damage);
+  if (begun) {
+    Finish(absl::DataLossError(
+        absl::StrCat(damage.message(), "; entry ", *begun, ", begun before it, is lost with it")));
+  } else {
+    Finish(damage);
+  }
 }
 
 void ReadMember::TakeReady() {

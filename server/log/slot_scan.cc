@@ -134,13 +134,33 @@ absl::Status SlotScan::OnKafkaError(rd_kafka_resp_err_t err, int64_t offset) {
   if (IsDamagedRecords(err)) {
     // Which entries the damaged batch held is unknown, so every read of the scan ends here, as
     // a read ends at a corrupt entry: DATA_LOSS, with what came before it delivered.
+    const int64_t at = std::max(offset, next_);
     const absl::Status damage = absl::DataLossError(absl::StrCat(
-        "Kafka's log of ", slot_.topic, "[", slot_.partition, "] is damaged at offset ",
-        std::max(offset, next_), " (", status.message(),
+        "Kafka's log of ", slot_.topic, "[", slot_.partition, "] is damaged at offset ", at, " (",
+        status.message(),
         "); the entries before it were delivered, and a read starting after the damaged records "
         "goes on"));
-    for (auto& m : members_) m->OnDamaged(damage);
-    return damage;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      closed_ = true;  // reads going on elsewhere must not join this scan again
+    }
+    for (auto it = members_.begin(); it != members_.end();) {
+      if (!(*it)->done() && (*it)->resume_at() > at) {
+        // Not reading the damaged records: goes on in a scan of its own.
+        std::shared_ptr<ReadMember> m = std::move(*it);
+        it = members_.erase(it);
+        m->Detach();
+        continue;
+      }
+      (*it)->OnDamaged(damage);
+      ++it;
+    }
+    // Reads that were joining or waiting for the scan to go back for them had not reached the
+    // damage: told to read again, a scan of their own finds out whether it lies in their way.
+    return absl::UnavailableError(
+        absl::StrCat("the scan of ", slot_.topic, "[", slot_.partition,
+                     "] stopped at records damaged in Kafka's log at offset ", at,
+                     " before this read reached them; read again"));
   }
   if (absl::IsDataLoss(status)) return OnLostRecords();
   if (!absl::IsUnavailable(status)) return status;

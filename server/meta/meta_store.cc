@@ -200,7 +200,6 @@ void MetaStore::TailLoop() {
     if (batch.empty()) continue;
     std::lock_guard lock(mu_);
     for (const Message& msg : batch) {
-      if (!damaged_at_.empty()) break;
       if (msg->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
         next_offset_ = std::max(next_offset_, msg->offset);
         tail_error_.clear();
@@ -213,6 +212,14 @@ void MetaStore::TailLoop() {
                          "); the namespace table is not read past it: repair or restore the topic");
         spdlog::error("metadata topic {}: {}", options_.topic, damaged_at_);
         tail_error_ = damaged_at_;
+        // Waits for the table fail now; nothing is fetched any more.
+        for (auto& [offset, waiter] : waiters_) {
+          waiter->woken = true;
+          waiter->cv.notify_one();
+        }
+        waiters_.clear();
+        (void)consumer_->Unassign();
+        return;
       } else if (msg->err) {
         const absl::Status status = KafkaErrorToStatus(msg->err, "tailing the metadata topic");
         if (tail_error_ != status.message()) spdlog::warn("{}", status.ToString());
@@ -337,10 +344,12 @@ uint64_t MetaStore::name_conflicts() const {
 
 absl::Status MetaStore::WaitApplied(int64_t offset, Clock::time_point deadline) {
   std::unique_lock lock(mu_);
-  if (next_offset_ <= offset && !failing_.load()) {
+  if (next_offset_ <= offset && !failing_.load() && damaged_at_.empty()) {
     AppliedWaiter waiter;
     const auto it = waiters_.emplace(offset, &waiter);
-    waiter.cv.wait_until(lock, deadline, [&] { return next_offset_ > offset || failing_.load(); });
+    waiter.cv.wait_until(lock, deadline, [&] {
+      return next_offset_ > offset || failing_.load() || !damaged_at_.empty();
+    });
     if (!waiter.woken) waiters_.erase(it);
   }
   if (next_offset_ <= offset) {
@@ -575,6 +584,9 @@ std::map<Slot, int64_t> MetaStore::LowestFirstEntryIds() const {
 
 std::optional<AppendRoute> MetaStore::Route(uint64_t namespace_id) const {
   std::lock_guard lock(mu_);
+  // A table stopped at damaged records may lack acquisitions and deletions made since: no
+  // append is routed by it (each catches up, which fails and says why).
+  if (!damaged_at_.empty()) return std::nullopt;
   return table_.Route(namespace_id);
 }
 

@@ -158,7 +158,8 @@ class MetaStore {
   uint64_t name_conflicts_ ABSL_GUARDED_BY(mu_) = 0;
   const uint64_t session_;  // random per process: tells this process's announcement from others'
   std::string tail_error_ ABSL_GUARDED_BY(mu_);
-  // Set when the tail met damaged records; it reads nothing after them.
+  // Set when the tail met damaged records: it reads nothing after them, waits for it fail at
+  // once, and no append is routed any more.
   std::string damaged_at_ ABSL_GUARDED_BY(mu_);
   std::map<Slot, int64_t> pruned_before_ ABSL_GUARDED_BY(mu_);
 

@@ -6,13 +6,16 @@
 namespace wal {
 
 namespace {
-// After a failed round, the callers with time left try again after this pause: a Kafka that
-// refuses at once must not be asked in a tight loop.
-constexpr std::chrono::milliseconds kRetryPause{100};
+absl::Status Expired() {
+  return absl::DeadlineExceededError(
+      "the deadline passed before the namespace table could be read up to date");
+}
 }  // namespace
 
 SharedCatchUp::SharedCatchUp(CatchUpFn catch_up)
-    : catch_up_(std::move(catch_up)), thread_([this] { Loop(); }) {}
+    : catch_up_(std::move(catch_up)),
+      round_thread_([this] { RoundLoop(); }),
+      timer_thread_([this] { TimerLoop(); }) {}
 
 SharedCatchUp::~SharedCatchUp() {
   {
@@ -20,19 +23,29 @@ SharedCatchUp::~SharedCatchUp() {
     stop_ = true;
   }
   cv_.notify_all();
-  thread_.join();
+  round_thread_.join();
+  timer_thread_.join();
+  std::vector<std::shared_ptr<Waiter>> left;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    left.swap(waiting_);
+  }
+  for (auto& w : left) Answer(*w, absl::UnavailableError("walserver is shutting down"));
 }
 
 void SharedCatchUp::After(Clock::time_point deadline, Then then) {
+  auto waiter = std::make_shared<Waiter>();
+  waiter->deadline = deadline;
+  waiter->then = std::move(then);
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!stop_) {
-      waiting_.push_back(Waiter{deadline, std::move(then)});
-      cv_.notify_one();
+      waiting_.push_back(std::move(waiter));
+      cv_.notify_all();
       return;
     }
   }
-  then(absl::UnavailableError("walserver is shutting down"));
+  Answer(*waiter, absl::UnavailableError("walserver is shutting down"));
 }
 
 uint64_t SharedCatchUp::rounds() const {
@@ -40,61 +53,83 @@ uint64_t SharedCatchUp::rounds() const {
   return rounds_;
 }
 
-void SharedCatchUp::Loop() {
+void SharedCatchUp::Answer(Waiter& w, absl::Status status) {
+  Then then;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (w.answered) return;
+    w.answered = true;
+    then = std::move(w.then);
+  }
+  then(std::move(status));
+}
+
+void SharedCatchUp::RoundLoop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
     cv_.wait(lock, [this] { return stop_ || !waiting_.empty(); });
-    if (stop_) break;
+    if (stop_) return;
     // Everyone waiting now arrived before this round begins, so its catch-up serves them all.
-    std::vector<Waiter> round = std::move(waiting_);
-    waiting_.clear();
-    lock.unlock();
-
-    // Callers whose deadline has passed are answered without a round: they are gone.
+    // The timer answers those whose deadline passed, before or during the round.
+    in_round_.clear();
+    std::vector<std::shared_ptr<Waiter>> expired;
     const Clock::time_point now = Clock::now();
-    std::vector<Waiter> live;
-    for (Waiter& w : round) {
-      if (w.deadline <= now) {
-        w.then(absl::DeadlineExceededError(
-            "the deadline passed before the namespace table could be read up to date"));
-      } else {
-        live.push_back(std::move(w));
+    for (auto& w : waiting_) {
+      if (w->answered) continue;
+      (w->deadline <= now ? expired : in_round_).push_back(std::move(w));
+    }
+    waiting_.clear();
+    if (!expired.empty()) {
+      lock.unlock();
+      for (auto& w : expired) Answer(*w, Expired());
+      lock.lock();
+    }
+    if (in_round_.empty()) continue;
+    // The latest deadline bounds the round, so that a caller with little time left never cuts
+    // short the catch-up of one with more.
+    Clock::time_point round_deadline = Clock::time_point::min();
+    for (const auto& w : in_round_) round_deadline = std::max(round_deadline, w->deadline);
+    ++rounds_;
+    lock.unlock();
+    const absl::Status status = catch_up_(round_deadline);
+    lock.lock();
+    std::vector<std::shared_ptr<Waiter>> done;
+    done.swap(in_round_);
+    cv_.notify_all();  // the timer no longer watches them
+    lock.unlock();
+    for (auto& w : done) Answer(*w, status);
+    lock.lock();
+  }
+}
+
+void SharedCatchUp::TimerLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    Clock::time_point next = Clock::time_point::max();
+    std::vector<std::shared_ptr<Waiter>> expired;
+    const Clock::time_point now = Clock::now();
+    for (const auto* list : {&waiting_, &in_round_}) {
+      for (const auto& w : *list) {
+        if (w->answered) continue;
+        if (w->deadline <= now) {
+          expired.push_back(w);
+        } else {
+          next = std::min(next, w->deadline);
+        }
       }
     }
-    if (live.empty()) {
-      lock.lock();
+    if (expired.empty()) {
+      if (next == Clock::time_point::max()) {
+        cv_.wait(lock);
+      } else {
+        cv_.wait_until(lock, next);
+      }
       continue;
     }
-    // The earliest deadline bounds the round, so that each caller is answered by its own.
-    Clock::time_point round_deadline = Clock::time_point::max();
-    for (const Waiter& w : live) round_deadline = std::min(round_deadline, w.deadline);
-    {
-      std::lock_guard<std::mutex> count(mu_);
-      ++rounds_;
-    }
-    const absl::Status status = catch_up_(round_deadline);
-
-    // A failed round is final for the callers it was bounded by; the others try again.
-    std::vector<Waiter> again;
-    const Clock::time_point after = Clock::now() + kRetryPause;
-    for (Waiter& w : live) {
-      if (status.ok() || w.deadline <= after) {
-        w.then(status);
-      } else {
-        again.push_back(std::move(w));
-      }
-    }
+    lock.unlock();
+    for (auto& w : expired) Answer(*w, Expired());
     lock.lock();
-    if (!again.empty()) {
-      cv_.wait_for(lock, kRetryPause, [this] { return stop_; });
-      waiting_.insert(waiting_.end(), std::make_move_iterator(again.begin()),
-                      std::make_move_iterator(again.end()));
-    }
   }
-  std::vector<Waiter> left = std::move(waiting_);
-  waiting_.clear();
-  lock.unlock();
-  for (Waiter& w : left) w.then(absl::UnavailableError("walserver is shutting down"));
 }
 
 }  // namespace wal

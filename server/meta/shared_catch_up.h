@@ -1,13 +1,15 @@
-// Catch-ups of the namespace table shared by every caller waiting at the same time, on a thread
+// Catch-ups of the namespace table shared by every caller waiting at the same time, on threads
 // of their own. An append naming a namespace this server has not seen must catch up with the
 // metadata topic before it is refused NOT_FOUND (another server may have just created it). Done
 // on the admin threads, one per append, a client appending to a deleted namespace during a Kafka
 // slowdown held all of them (and made one end-of-topic query per append); here any number of
-// such appends cost one thread and at most two catch-ups at a time.
+// such appends cost two threads and one catch-up at a time, and each caller is answered by its
+// own deadline.
 #pragma once
 
 #include <condition_variable>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -32,10 +34,10 @@ class SharedCatchUp {
   SharedCatchUp(const SharedCatchUp&) = delete;
   SharedCatchUp& operator=(const SharedCatchUp&) = delete;
 
-  // Calls `then` once, on this object's thread: OK after a catch-up that began after this call
-  // has finished (the table then holds every change made before it), or the error of the last
-  // one tried once `deadline` has passed (DEADLINE_EXCEEDED if none could be tried). Never
-  // blocks.
+  // Calls `then` once, on one of this object's threads: with the outcome of a catch-up that
+  // began after this call (OK: the table holds every change made before it), or
+  // DEADLINE_EXCEEDED at `deadline` if none finished by then. A round is bounded by the latest
+  // deadline of its callers. Never blocks.
   void After(Clock::time_point deadline, Then then);
 
   // Catch-ups begun so far (for tests).
@@ -45,16 +47,24 @@ class SharedCatchUp {
   struct Waiter {
     Clock::time_point deadline;
     Then then;
+    bool answered = false;  // guarded by mu_
   };
-  void Loop();
+  // Calls the waiter's `then` unless it was answered already.
+  void Answer(Waiter& w, absl::Status status);
+  // Runs one round at a time for everyone who arrived before it.
+  void RoundLoop();
+  // Answers callers whose deadline passed, waiting or in a round.
+  void TimerLoop();
 
   const CatchUpFn catch_up_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::vector<Waiter> waiting_ ABSL_GUARDED_BY(mu_);  // for the next round
+  std::vector<std::shared_ptr<Waiter>> waiting_ ABSL_GUARDED_BY(mu_);   // for the next round
+  std::vector<std::shared_ptr<Waiter>> in_round_ ABSL_GUARDED_BY(mu_);  // the round running
   uint64_t rounds_ ABSL_GUARDED_BY(mu_) = 0;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread thread_;
+  std::thread round_thread_;
+  std::thread timer_thread_;
 };
 
 }  // namespace wal

@@ -4,7 +4,8 @@
 # carries the checksum walctl checked, and a record damaged in the broker's log stops a read.
 source "$(dirname "$0")/lib.sh"
 require_kafka
-args=$(kafka_args recovery)
+# Uncompressed, so that the damage below lands on the byte it names.
+args="$(kafka_args recovery) --compression=none"
 prefix=$(sed -n 's/.*--topic_prefix=\([^ ]*\).*/\1/p' <<<"$args")
 # shellcheck disable=SC2086  # a list of flags
 start_walserver recovery $args
@@ -124,9 +125,12 @@ for path in glob.glob(sys.argv[1] + "/*.log"):
 sys.exit("no segment in " + sys.argv[1] + " holds the namespace's record")
 PY
 got=0
+started=$(date +%s)
 # shellcheck disable=SC2086
-"$WALSERVER" --listen=127.0.0.1:0 --http_listen=127.0.0.1:0 --startup_timeout_ms=5000 $args \
+"$WALSERVER" --listen=127.0.0.1:0 --http_listen=127.0.0.1:0 --startup_timeout_ms=60000 $args \
   >"$work/damaged.log" 2>&1 || got=$?
 [[ $got -eq 1 ]] || fail "walserver on a damaged metadata topic exited $got: $(tail -n 5 "$work/damaged.log")"
+# Not after its 60 s start-up timeout: the wait for the table fails as soon as the damage is met.
+(($(date +%s) - started < 30)) || fail "walserver took $(($(date +%s) - started)) s to give up"
 expect_contains "$(cat "$work/damaged.log")" "damaged in Kafka's log at offset"
 echo "recovery_test: all checks passed"

@@ -16,9 +16,10 @@ using std::chrono::seconds;
 // A catch-up that the test lets finish, one call at a time, and that records when calls begin.
 class FakeCatchUp {
  public:
-  absl::Status operator()(Clock::time_point /*deadline*/) {
+  absl::Status operator()(Clock::time_point deadline) {
     std::unique_lock<std::mutex> lock(mu_);
     ++begun_;
+    deadlines_.push_back(deadline);
     cv_.notify_all();
     cv_.wait(lock, [this] { return released_ >= begun_; });
     return next_status_;
@@ -37,6 +38,10 @@ class FakeCatchUp {
     std::lock_guard<std::mutex> lock(mu_);
     return begun_;
   }
+  std::vector<Clock::time_point> deadlines() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return deadlines_;
+  }
 
  private:
   std::mutex mu_;
@@ -44,6 +49,7 @@ class FakeCatchUp {
   int begun_ = 0;
   int released_ = 0;
   absl::Status next_status_;
+  std::vector<Clock::time_point> deadlines_;
 };
 
 // Answers collected from the catch-up's thread.
@@ -106,23 +112,48 @@ TEST(SharedCatchUp, CallersPastTheirDeadlineAreAnsweredWithoutARound) {
   EXPECT_EQ(catch_up.rounds(), 0u);
 }
 
-TEST(SharedCatchUp, AFailedRoundFailsTheCallersItWasBoundedByAndTheOthersTryAgain) {
+TEST(SharedCatchUp, ACallerIsAnsweredByItsDeadlineWhileARoundBoundByALaterOneRuns) {
   FakeCatchUp fake;
   Answers answers;
   SharedCatchUp catch_up([&](Clock::time_point d) { return fake(d); });
-  std::atomic<bool> short_one_answered{false};
-  catch_up.After(Clock::now() + milliseconds(50), answers.Add([&] { short_one_answered = true; }));
-  catch_up.After(Clock::now() + seconds(30), answers.Add());
+  const auto long_deadline = Clock::now() + seconds(30);
+  catch_up.After(long_deadline, answers.Add());
   fake.WaitBegun(1);
-  fake.Release(1, absl::UnavailableError("Kafka is slow"));
-  fake.WaitBegun(2);
-  EXPECT_TRUE(short_one_answered.load());
-  fake.Release(2);
+  // Arrives during the round, so it must wait for the next one, which cannot begin in time.
+  catch_up.After(Clock::now() + milliseconds(100), answers.Add());
+  const std::vector<absl::Status> early = answers.WaitFor(1);
+  ASSERT_EQ(early.size(), 1u);
+  EXPECT_TRUE(absl::IsDeadlineExceeded(early[0])) << early[0];
+  fake.Release(1);
   const std::vector<absl::Status> got = answers.WaitFor(2);
   ASSERT_EQ(got.size(), 2u);
-  EXPECT_TRUE(absl::IsUnavailable(got[0])) << got[0];
   EXPECT_TRUE(got[1].ok()) << got[1];
-  EXPECT_EQ(catch_up.rounds(), 2u);
+  EXPECT_EQ(catch_up.rounds(), 1u) << "no round for a caller whose deadline passed";
+  ASSERT_EQ(fake.deadlines().size(), 1u);
+  EXPECT_EQ(fake.deadlines()[0], long_deadline) << "a round runs to its latest caller's deadline";
+}
+
+TEST(SharedCatchUp, ARoundBoundByTheLatestDeadlineServesCallersWithLessTime) {
+  FakeCatchUp fake;
+  Answers answers;
+  SharedCatchUp catch_up([&](Clock::time_point d) { return fake(d); });
+  catch_up.After(Clock::now() + seconds(30), answers.Add());
+  fake.WaitBegun(1);
+  const auto short_deadline = Clock::now() + seconds(20);
+  const auto long_deadline = Clock::now() + seconds(40);
+  catch_up.After(short_deadline, answers.Add());
+  catch_up.After(long_deadline, answers.Add());
+  fake.Release(1);
+  fake.WaitBegun(2);
+  fake.Release(2, absl::UnavailableError("Kafka is slow"));
+  const std::vector<absl::Status> got = answers.WaitFor(3);
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_TRUE(got[0].ok()) << got[0];
+  // A failed round fails everyone in it, as one catch-up per caller would have.
+  EXPECT_TRUE(absl::IsUnavailable(got[1])) << got[1];
+  EXPECT_TRUE(absl::IsUnavailable(got[2])) << got[2];
+  ASSERT_EQ(fake.deadlines().size(), 2u);
+  EXPECT_EQ(fake.deadlines()[1], long_deadline);
 }
 
 TEST(SharedCatchUp, EveryCallerIsAnsweredWhenItIsDestroyed) {
