@@ -280,7 +280,7 @@ class BatchWait : public wal::DeliveryHandler {
     std::lock_guard<std::mutex> lock(mu_);
     pending_ = n;
   }
-  void OnDelivery(rd_kafka_resp_err_t err, int64_t) override {
+  void OnDelivery(rd_kafka_resp_err_t err, int64_t, bool) override {
     std::lock_guard<std::mutex> lock(mu_);
     if (err) ++errors_;
     if (--pending_ == 0) cv_.notify_one();
@@ -587,7 +587,7 @@ struct Bench {
     const auto& ns = namespaces[0];
     struct Done : wal::DeliveryHandler {
       std::function<void()> fn;
-      void OnDelivery(rd_kafka_resp_err_t, int64_t) override {
+      void OnDelivery(rd_kafka_resp_err_t, int64_t, bool) override {
         fn();
         delete this;
       }
@@ -617,7 +617,7 @@ struct Bench {
           auto* d = new Done;
           d->fn = std::move(done);
           if (!direct.get().Produce(ns.topic(), ns.partition(), key, record, d).ok()) {
-            d->OnDelivery(RD_KAFKA_RESP_ERR__QUEUE_FULL, -1);
+            d->OnDelivery(RD_KAFKA_RESP_ERR__QUEUE_FULL, -1, false);
           }
         }));
       }

@@ -82,7 +82,9 @@ void Producer::OnDeliveryReport(rd_kafka_t*, const rd_kafka_message_t* msg, void
       rd_kafka_message_status(msg) != RD_KAFKA_MSG_STATUS_NOT_PERSISTED) {
     err = RD_KAFKA_RESP_ERR__PURGE_INFLIGHT;
   }
-  static_cast<DeliveryHandler*>(msg->_private)->OnDelivery(err, msg->offset);
+  const bool maybe_stored = err != RD_KAFKA_RESP_ERR_NO_ERROR &&
+                            rd_kafka_message_status(msg) != RD_KAFKA_MSG_STATUS_NOT_PERSISTED;
+  static_cast<DeliveryHandler*>(msg->_private)->OnDelivery(err, msg->offset, maybe_stored);
 }
 
 int Producer::OnStats(rd_kafka_t*, char* json, size_t len, void* opaque) {

@@ -22,11 +22,13 @@
 namespace wal {
 
 // Implemented by whoever produces a message; librdkafka's delivery report calls OnDelivery exactly
-// once per message, on the producer's poll thread.
+// once per message, on the producer's poll thread. `maybe_stored` is set for a failed record that
+// Kafka may have stored all the same (it was sent and its fate is unknown), clear for one that
+// was never written.
 class DeliveryHandler {
  public:
   virtual ~DeliveryHandler() = default;
-  virtual void OnDelivery(rd_kafka_resp_err_t err, int64_t offset) = 0;
+  virtual void OnDelivery(rd_kafka_resp_err_t err, int64_t offset, bool maybe_stored) = 0;
 };
 
 // An idempotent producer (acks=all) with its own poll thread.

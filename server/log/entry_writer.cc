@@ -23,7 +23,9 @@ class EntryWriter::Call {
     uint32_t item = 0;
     bool first_of_entry = false;
     std::string value;
-    void OnDelivery(rd_kafka_resp_err_t err, int64_t offset) override {
+    // Any failed append has an unknown outcome (a prefix may be durable), so whether this one
+    // record may be stored changes nothing.
+    void OnDelivery(rd_kafka_resp_err_t err, int64_t offset, bool /*maybe_stored*/) override {
       call->OnRecord(*this, err, offset);
     }
   };

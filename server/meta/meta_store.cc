@@ -26,13 +26,17 @@ using meta::v1::NamespaceRecord;
 // gave up waiting leaves nothing dangling.
 class PromiseDelivery : public DeliveryHandler {
  public:
-  using Result = std::pair<rd_kafka_resp_err_t, int64_t>;
+  struct Result {
+    rd_kafka_resp_err_t err;
+    int64_t offset;
+    bool maybe_stored;
+  };
   static std::pair<PromiseDelivery*, std::future<Result>> New(std::string value) {
     auto* d = new PromiseDelivery(std::move(value));
     return {d, d->promise_.get_future()};
   }
-  void OnDelivery(rd_kafka_resp_err_t err, int64_t offset) override {
-    promise_.set_value({err, offset});
+  void OnDelivery(rd_kafka_resp_err_t err, int64_t offset, bool maybe_stored) override {
+    promise_.set_value({err, offset, maybe_stored});
     delete this;
   }
   const std::string& value() const { return value_; }
@@ -409,7 +413,7 @@ absl::StatusOr<int64_t> MetaStore::ProduceAndApply(const std::string& key, std::
     (*producer)->PurgeUnsent();
     if (result.wait_until(std::max(deadline, Clock::now() + std::chrono::milliseconds(10))) !=
             std::future_status::ready ||
-        result.get().first != RD_KAFKA_RESP_ERR__PURGE_QUEUE) {
+        result.get().err != RD_KAFKA_RESP_ERR__PURGE_QUEUE) {
       return absl::DeadlineExceededError(
           "Kafka did not acknowledge the metadata record in time; it may still take effect");
     }
@@ -417,9 +421,12 @@ absl::StatusOr<int64_t> MetaStore::ProduceAndApply(const std::string& key, std::
         "Kafka did not take the metadata record in time (is Kafka reachable?); nothing was "
         "changed");
   }
-  const auto [err, offset] = result.get();
-  if (err == RD_KAFKA_RESP_ERR__PURGE_INFLIGHT || err == RD_KAFKA_RESP_ERR__MSG_TIMED_OUT) {
-    // Sent, but its fate is unknown: it may still take effect.
+  const auto [err, offset, maybe_stored] = result.get();
+  if (maybe_stored || err == RD_KAFKA_RESP_ERR__PURGE_INFLIGHT ||
+      err == RD_KAFKA_RESP_ERR__MSG_TIMED_OUT) {
+    // Sent, but its fate is unknown (librdkafka says Kafka may have stored it, e.g. after
+    // OUT_OF_ORDER_SEQUENCE_NUMBER or NOT_ENOUGH_REPLICAS_AFTER_APPEND): it may still take
+    // effect, so it must not be answered as a change that took none.
     return absl::DeadlineExceededError(
         absl::StrCat(KafkaErrorToStatus(err, "writing the metadata record").message(),
                      "; the change may still take effect"));

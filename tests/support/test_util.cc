@@ -148,7 +148,7 @@ absl::StatusOr<int64_t> ProduceRaw(const std::string& bootstrap, const std::stri
                                    const std::string& value) {
   struct Waiter : DeliveryHandler {
     std::promise<std::pair<rd_kafka_resp_err_t, int64_t>> done;
-    void OnDelivery(rd_kafka_resp_err_t err, int64_t offset) override {
+    void OnDelivery(rd_kafka_resp_err_t err, int64_t offset, bool /*maybe_stored*/) override {
       done.set_value({err, offset});
     }
   } waiter;

@@ -249,6 +249,33 @@ TEST(MockFaults, ProduceErrorsFailTheAppend) {
   EXPECT_EQ(all->front().data(), "y");
 }
 
+// A metadata change whose record failed after it was sent, with an error under which Kafka may
+// have stored it, must not be answered "nothing changed" (UNAVAILABLE): the caller would take a
+// namespace for absent that may exist, or an epoch for unissued that fences its writer.
+TEST(MockFaults, AMetadataRecordKafkaMayHaveStoredIsAnsweredAsUnknown) {
+  ServerOptions options = MockServerOptions();
+  options.topic_prefix = UniqueName("fault");
+  auto server = WalServer::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto client = Connect((*server)->address(), seconds(5));
+  ASSERT_TRUE(client->CreateNamespace(1).ok());
+  // librdkafka marks records failed with OUT_OF_ORDER_SEQUENCE_NUMBER "possibly persisted".
+  rd_kafka_mock_cluster_t* cluster = (*server)->mock_cluster()->cluster();
+  rd_kafka_mock_push_request_errors(cluster, kProduceApiKey, 1,
+                                    RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER);
+  const absl::Status created = client->CreateNamespace(2).status();
+  rd_kafka_mock_clear_request_errors(cluster, kProduceApiKey);
+  EXPECT_EQ(created.code(), absl::StatusCode::kDeadlineExceeded) << created;
+  EXPECT_NE(created.message().find("may still take effect"), absl::string_view::npos) << created;
+  // The server goes on: later changes are written and answered as usual.
+  absl::Status again;
+  const auto deadline = Clock::now() + seconds(20);
+  do {
+    again = client->CreateNamespace(3).status();
+  } while (!again.ok() && Clock::now() < deadline);
+  EXPECT_TRUE(again.ok()) << again;
+}
+
 TEST(MockFaults, FatalProducerErrorReplacesTheProducer) {
   ServerOptions options = MockServerOptions();
   options.topic_prefix = UniqueName("fault");
