@@ -136,6 +136,8 @@ void AppendStreamer::SenderLoop() {
       cv_.wait(lock);
       continue;
     }
+    // Appends that ended (at their deadline) while queued need no stream.
+    while (!to_send_.empty() && pending_.count(to_send_.front()) == 0) to_send_.pop_front();
     if (to_send_.empty()) {
       if (closing_ && pending_.empty()) break;
       cv_.wait(lock);
@@ -146,9 +148,15 @@ void AppendStreamer::SenderLoop() {
       if (options_.prepare) options_.prepare(*ctx_);
       const uint64_t number = ++stream_number_;
       grpc::ClientContext* ctx = ctx_.get();
+      // Starting counts as a write: the timer cancels a start that takes longer than an attempt
+      // (or that nothing waits for any more once the client closes).
+      starting_ = true;
+      writing_since_ = Steady::now();
       lock.unlock();
       auto stream = stub_->AppendStream(ctx);
       lock.lock();
+      starting_ = false;
+      writing_since_ = Steady::time_point::max();
       stream_ = std::move(stream);
       reader_ = std::thread([this, number, rw = stream_.get()] { ReaderLoop(number, rw); });
     }
@@ -330,7 +338,9 @@ void AppendStreamer::TimerLoop() {
     // deadline: cancel that stream, and its appends go again on a new one.
     const bool stuck = writing_since_ != Steady::time_point::max() &&
                        Steady::now() - writing_since_ > options_.attempt_timeout;
-    if (ctx_ && !broken_ && (stuck || unanswered)) {
+    // A stream still starting when the client closes with nothing left to send.
+    const bool unwanted = starting_ && closing_ && pending_.empty();
+    if (ctx_ && !broken_ && (stuck || unanswered || unwanted)) {
       writing_since_ = Steady::time_point::max();
       on_wire_.clear();
       ctx_->TryCancel();

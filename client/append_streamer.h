@@ -133,6 +133,9 @@ class AppendStreamer {
   bool broken_ ABSL_GUARDED_BY(mu_) = false;  // its reader saw the end
   std::thread reader_;
   Steady::time_point writing_since_ ABSL_GUARDED_BY(mu_) = Steady::time_point::max();
+  // The sender waits for a new stream to start: gRPC holds it until the connection is up, up to
+  // its 20 s connect timeout at an address that does not answer.
+  bool starting_ ABSL_GUARDED_BY(mu_) = false;
 
   std::thread sender_;
   std::thread timer_;

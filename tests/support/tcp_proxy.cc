@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <deque>
+#include <limits>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -75,6 +76,8 @@ TcpProxy::~TcpProxy() {
 }
 
 void TcpProxy::BlackHoleExisting() { black_holed_below_ = accepted_.load(); }
+
+void TcpProxy::BlackHoleAll() { black_holed_below_ = std::numeric_limits<int>::max(); }
 
 void TcpProxy::Slow(std::chrono::milliseconds latency, int64_t bytes_per_second) {
   latency_ms_ = latency.count();

@@ -31,6 +31,8 @@ class TcpProxy {
   // Connections accepted so far.
   int connections() const { return accepted_.load(); }
   void BlackHoleExisting();
+  // Every connection, open or made later: an address nothing answers at any more.
+  void BlackHoleAll();
   // For connections accepted afterwards. 0 bytes_per_second: no limit.
   void Slow(std::chrono::milliseconds latency, int64_t bytes_per_second);
 

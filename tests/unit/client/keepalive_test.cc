@@ -89,6 +89,35 @@ TEST(Keepalive, ClientWithDefaultsLeavesABlackHoledConnectionWithin30Seconds) {
   follower->Cancel();
 }
 
+// A connection that never comes up (the address black-holes every new connection) must not hold
+// the client's append stream: appends fail by their deadlines, and closing the client does not
+// wait for gRPC's 20 s connect timeout.
+TEST(Keepalive, AStreamThatCannotConnectHoldsNeitherAppendsNorTheClientsClose) {
+  auto server = StartMock();
+  ASSERT_NE(server, nullptr);
+  auto proxy = TcpProxy::Start(server->address());
+  ASSERT_TRUE(proxy.ok()) << proxy.status();
+  (*proxy)->BlackHoleAll();
+  ClientOptions options;
+  options.target = (*proxy)->address();
+  options.timeout = seconds(1);
+  auto client = Client::Connect(options);
+  ASSERT_TRUE(client.ok()) << client.status();
+  auto t0 = Clock::now();
+  const absl::Status first = (*client)->Append(1, {"x"}).status();
+  EXPECT_FALSE(first.ok());
+  EXPECT_LT(SecondsSince(t0), 2) << first;
+  const absl::Status second = (*client)->Append(1, {"y"}).status();
+  EXPECT_FALSE(second.ok());
+  EXPECT_LT(SecondsSince(t0), 3.5) << second;
+  t0 = Clock::now();
+  client->reset();
+  const double closed_in = SecondsSince(t0);
+  std::cerr << "RESULT the client closed in " << closed_in << " s\n";
+  EXPECT_LT(closed_in, 3);
+  EXPECT_GE((*proxy)->connections(), 1) << "the client never tried to connect";
+}
+
 // A client that does not ping (keepalive_time 0) is cut off while it follows a namespace:
 // walserver's own pings find the dead connection and free the read's place under
 // --max_concurrent_reads.
