@@ -102,10 +102,10 @@ done
 
 echo "== unit and integration tests under AddressSanitizer and UndefinedBehaviorSanitizer"
 BUILD_DIR=build-asan CMAKE_ARGS=-DWAL_SANITIZE=address,undefined ./scripts/build.sh
-# The flood test measures resident memory, which ASan's shadow and quarantine inflate; it runs
-# in the plain build above.
+# The flood and read-memory tests measure resident memory, which ASan's shadow and quarantine
+# inflate; they run in the plain build above.
 (cd build-asan && UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-  ctest -L 'unit|integration' -E 'Flood' --output-on-failure -j2)
+  ctest -L 'unit|integration' -E 'Flood|read_memory' --output-on-failure -j2)
 
 echo "== unit and integration tests under ThreadSanitizer"
 # tests/tsan.supp says what is suppressed and why (Debian's gRPC is not instrumented).
@@ -114,7 +114,7 @@ echo "== unit and integration tests under ThreadSanitizer"
 BUILD_DIR=build-tsan CMAKE_ARGS=-DWAL_SANITIZE=thread ./scripts/build.sh
 (cd build-tsan &&
   TSAN_OPTIONS="halt_on_error=1:ignore_noninstrumented_modules=1:second_deadlock_stack=1:suppressions=$PWD/../tests/tsan.supp" \
-  ctest -L 'unit|integration' -E 'Flood' --output-on-failure -j2)
+  ctest -L 'unit|integration' -E 'Flood|read_memory' --output-on-failure -j2)
 
 echo "== fault tests (3-node Kafka cluster, each node in a network namespace of its own)"
 "$temporary_kafka_sh" stop "$temporary_broker_dir"  # room for three JVMs
