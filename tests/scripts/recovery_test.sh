@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # walctl's reads on the real Kafka broker: a record corrupted in Kafka stops a read with
 # DATA_LOSS, --skip-lost goes past it and shows the gap, --since reads from a time, every entry
-# carries the checksum walctl checked, and a record damaged in the broker's log stops a read.
+# carries the checksum walctl checked, and a record damaged in the broker's log stops a read
+# (a ReadMany member whose entries lie past it goes on).
 source "$(dirname "$0")/lib.sh"
 require_kafka
 # Uncompressed, so that the damage below lands on the byte it names.
@@ -91,6 +92,17 @@ charlie=$(W append "$damaged" charlie)
 slot=$(W --json info "$damaged")
 topic=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["topic"])' "$slot")
 partition=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1]).get("partition", 0))' "$slot")
+# A namespace of the same slot whose first entry lies past the damage: a ReadMany scanning the
+# slot for both from alpha must take it off the damaged scan and deliver it.
+later=""
+for id in $(seq 100 160); do
+  W create "$id" >/dev/null
+  [[ "$(W --json info "$id")" == *"\"$topic\""* && $(W --json info "$id" |
+    python3 -c 'import json,sys; print(json.load(sys.stdin).get("partition", 0))') == "$partition" ]] &&
+    later=$id && break
+done
+[[ -n "$later" ]] || fail "no namespace of 100-160 shares a slot with $damaged"
+W append "$later" delta >/dev/null
 python3 - "$WAL_TEST_KAFKA_DATA_DIR/$topic-$partition" <<'PY' || fail "could not damage the record"
 import glob, sys
 for path in glob.glob(sys.argv[1] + "/*.log"):
@@ -108,6 +120,33 @@ expect_exit 7 W read "$damaged" --data-only
 expect_contains "$(cat "$work/err")" "is damaged at offset $bravo"
 [[ "$(W read "$damaged" --start="$charlie" --data-only)" == "charlie" ]] ||
   fail "a read after the damaged record: $(W read "$damaged" --start="$charlie" 2>&1)"
+GRPCURL=${GRPCURL:-$(command -v grpcurl || echo "$HOME/go/bin/grpcurl")}
+[[ -x "$GRPCURL" ]] || fail "grpcurl not found; scripts/setup.sh --test installs it"
+"$GRPCURL" -plaintext -d "{\"reads\": [{\"namespace_id\": \"$damaged\"}, {\"namespace_id\": \"$later\"}]}" \
+  "$ADDR" wal.v1.WalService/ReadMany >"$work/many" 2>&1 || fail "ReadMany: $(cat "$work/many")"
+python3 - "$work/many" "$damaged" "$later" <<'PY' || fail "ReadMany across the damage: $(cat "$work/many")"
+import base64, json, sys
+text = open(sys.argv[1]).read()
+messages, decoder, at = [], json.JSONDecoder(), 0
+while at < len(text):
+    if text[at].isspace():
+        at += 1
+        continue
+    message, at = decoder.raw_decode(text, at)
+    messages.append(message)
+data = {}
+ends = {}
+for m in messages:
+    for e in m.get("entries", []):
+        data.setdefault(e["namespace_id"], []).append(base64.b64decode(e["data"]))
+    for e in m.get("ends", []):
+        ends[e["namespace_id"]] = e.get("code", 0)
+damaged, later = sys.argv[2], sys.argv[3]
+assert data.get(damaged) == [b"alpha"], data
+assert ends.get(damaged) == 15, ends  # DATA_LOSS
+assert data.get(later) == [b"delta"], data
+assert ends.get(later) == 0, ends
+PY
 # The metadata topic damaged in the broker's log: walserver does not start on a namespace table
 # that would lack the damaged records' changes, and says why.
 kill "$PID"
