@@ -17,6 +17,11 @@
 //   replay      read one namespace back; read all namespaces of one slot at once, as separate
 //               Reads and as one ReadMany; read the same bytes written as one namespace, through
 //               one stream, and with 999 empty namespaces of its slot on one ReadMany
+//   follow      how late a follow read sees each entry: one entry every 20 ms from one client,
+//               a follow read on another client, of the same walserver and of a second one on
+//               the same topics; against a librdkafka
+//               consumer following the same partition while a producer writes as often
+//               (entries/s column: entries seen; p99.9 column: the slowest)
 //   sweep       10 .. --max_namespaces namespaces: memory and CPU when idle, throughput; then
 //               the same load over 10 and over all of them, alternating. Steps of 1,000 or
 //               more namespaces are created --create_in_flight at a time, with a "create" row
@@ -65,7 +70,7 @@
 
 ABSL_FLAG(std::string, brokers, "", "Kafka bootstrap servers (required)");
 ABSL_FLAG(std::string, walserver, "", "Path of the walserver binary (required)");
-ABSL_FLAG(std::string, modes, "throughput,single,latency,replay,sweep,startup,compression",
+ABSL_FLAG(std::string, modes, "throughput,single,latency,replay,follow,sweep,startup,compression",
           "Comma-separated modes to run");
 ABSL_FLAG(double, seconds, 5, "Length of each timed run");
 ABSL_FLAG(int, runs, 3, "Alternating service/direct runs per figure; the median is reported");
@@ -190,7 +195,10 @@ class Walserver {
 
   // Starts it and returns the seconds until it served.
   double Start() {
-    const std::string ready = absl::StrCat("/tmp/walbench-", getpid(), "-", prefix_, ".ready");
+    // Two walservers may share a prefix (the follow mode's second one): each its own files.
+    static int started = 0;
+    const std::string name = absl::StrCat(prefix_, "-", started++);
+    const std::string ready = absl::StrCat("/tmp/walbench-", getpid(), "-", name, ".ready");
     std::filesystem::remove(ready);
     std::vector<std::string> args = {absl::GetFlag(FLAGS_walserver),
                                      "--brokers=" + absl::GetFlag(FLAGS_brokers),
@@ -208,8 +216,7 @@ class Walserver {
     if (pid_ == 0) {
       // Dies with walbench, and keeps its output out of walbench's.
       prctl(PR_SET_PDEATHSIG, SIGTERM);
-      FILE* log =
-          std::freopen(absl::StrCat("/tmp/walbench-", prefix_, ".log").c_str(), "w", stderr);
+      FILE* log = std::freopen(absl::StrCat("/tmp/walbench-", name, ".log").c_str(), "w", stderr);
       if (log != nullptr) dup2(fileno(log), STDOUT_FILENO);
       std::vector<char*> argv;
       for (auto& a : args) argv.push_back(a.data());
@@ -660,6 +667,131 @@ struct Bench {
     return duration<double>(Clock::now() - t0).count();
   }
 
+  // How late a follower sees an entry: one entry every 20 ms, each carrying its number, from
+  // one client; a follow read through the same walserver on another client notes when each
+  // arrives. Direct: a librdkafka consumer following the same partition while a producer writes
+  // a record every 20 ms. Latency counts from the call (or produce) to the follower's receipt.
+  Row FollowService(const wal::v1::Namespace& ns, int count, const std::string& follower_address,
+                    const std::string& system) {
+    auto appender = Connect(server.address());
+    auto follower_client = Connect(follower_address);
+    wal::ReadOptions read;
+    read.namespace_id = ns.namespace_id();
+    read.start_entry_id =
+        static_cast<uint64_t>(client->GetNamespace(ns.namespace_id())->next_entry_id());
+    read.follow = true;
+    std::unique_ptr<wal::ReadStream> follower = follower_client->OpenRead(read);
+    std::vector<Clock::time_point> sent(count);
+    std::vector<std::atomic<bool>> was_sent(count);
+    Latencies latencies;
+    std::thread reader([&] {
+      wal::v1::Entry e;
+      for (int got = 0; got < count && follower->Next(&e);) {
+        const auto now = Clock::now();
+        const int i = std::stoi(e.data().substr(0, e.data().find(' ')));
+        if (i < 0 || i >= count || !was_sent[i].load()) continue;
+        latencies.Add(duration<double, std::milli>(now - sent[i]).count());
+        ++got;
+      }
+    });
+    const auto t0 = Clock::now() + std::chrono::milliseconds(200);  // the read has started
+    for (int i = 0; i < count; ++i) {
+      std::this_thread::sleep_until(t0 + i * std::chrono::milliseconds(20));
+      std::string data = absl::StrCat(i, " ");
+      data.resize(payload.size(), 'x');
+      sent[i] = Clock::now();
+      was_sent[i] = true;
+      Must(appender->Append(ns.namespace_id(), {data}).status(), "follow append");
+    }
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    follower->Cancel();
+    reader.join();
+    return FollowRow(system, latencies, count);
+  }
+
+  Row FollowDirect(const wal::v1::Namespace& ns, int count) {
+    wal::KafkaProperties props{{"bootstrap.servers", absl::GetFlag(FLAGS_brokers)},
+                               {"socket.nagle.disable", "true"}};
+    auto consumer = std::move(*wal::Consumer::Create(props, "walbench-follow"));
+    Must(consumer->Assign(ns.topic(), ns.partition(), RD_KAFKA_OFFSET_END),
+         "assigning the follower");
+    const std::string key = wal::EncodeKey(1u << 30);  // no namespace's: walserver skips nothing
+    std::vector<Clock::time_point> sent(count);
+    std::vector<std::atomic<bool>> was_sent(count);
+    std::atomic<bool> stop{false};
+    Latencies latencies;
+    std::thread reader([&] {
+      for (int got = 0; got < count && !stop;) {
+        wal::Message m = consumer->Poll(100);
+        if (!m || m->err) continue;
+        const auto now = Clock::now();
+        auto record =
+            wal::DecodeRecord(std::string_view(static_cast<const char*>(m->payload), m->len));
+        if (!record.ok()) continue;
+        const std::string data(record->payload);
+        const int i = std::stoi(data.substr(0, data.find(' ')));
+        if (i < 0 || i >= count || !was_sent[i].load()) continue;
+        latencies.Add(duration<double, std::milli>(now - sent[i]).count());
+        ++got;
+      }
+    });
+    const auto t0 = Clock::now() + std::chrono::milliseconds(500);  // assigned and at the end
+    BatchWait wait;
+    for (int i = 0; i < count; ++i) {
+      std::this_thread::sleep_until(t0 + i * std::chrono::milliseconds(20));
+      std::string data = absl::StrCat(i, " ");
+      data.resize(payload.size(), 'x');
+      const std::string record = wal::EncodeEntry(data, i + 1, 1000000).front();
+      wait.Expect(1);
+      sent[i] = Clock::now();
+      was_sent[i] = true;
+      Must(direct.get().Produce(ns.topic(), ns.partition(), key, record, &wait), "produce");
+      if (wait.Wait() != 0) Must(absl::UnavailableError("a record failed"), "produce");
+    }
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    stop = true;
+    reader.join();
+    return FollowRow("direct consumer", latencies, count);
+  }
+
+  Row FollowRow(const std::string& system, Latencies& latencies, int count) {
+    Row r{"follow", system, "1 entry / 20 ms"};
+    r.entries_per_s = static_cast<double>(latencies.ms.size());  // entries seen of `count`
+    r.p50_ms = latencies.Percentile(0.5);
+    r.p99_ms = latencies.Percentile(0.99);
+    r.p999_ms = latencies.Percentile(1.0);
+    r.value = count;
+    return r;
+  }
+
+  void Follow() {
+    const int count = absl::GetFlag(FLAGS_smoke) ? 25 : 250;
+    // A second walserver on the same topics: a follower of a region served by another sidecar.
+    Walserver other(server.prefix());
+    other.Start();
+    std::vector<Row> same, another, direct_rows;
+    for (int run = 0; run < runs; ++run) {
+      same.push_back(FollowService(namespaces[0], count, server.address(), "service same server"));
+      Emit(same.back());
+      another.push_back(
+          FollowService(namespaces[0], count, other.address(), "service other server"));
+      Emit(another.back());
+      direct_rows.push_back(FollowDirect(namespaces[0], count));
+      Emit(direct_rows.back());
+    }
+    other.Stop();
+    auto by_p99 = [](std::vector<Row> v) {
+      std::sort(v.begin(), v.end(), [](const Row& a, const Row& b) { return a.p99_ms < b.p99_ms; });
+      return v[v.size() / 2];
+    };
+    const Row d = by_p99(direct_rows);
+    for (const Row& s : {by_p99(same), by_p99(another)}) {
+      Row gap{"follow", "p99 - direct, " + s.system.substr(8), s.parameter};
+      gap.value = s.p99_ms - d.p99_ms;
+      Emit(gap);
+    }
+  }
+
   // Over 80 lines on purpose: one experiment (set up a slot, then three measured phases whose
   // figures are compared in one table) reads best top to bottom.
   void Replay() {
@@ -1043,6 +1175,7 @@ int main(int argc, char** argv) {
   if (absl::StrContains(modes, "single")) bench.Single();
   if (absl::StrContains(modes, "latency")) bench.Latency();
   if (absl::StrContains(modes, "replay")) bench.Replay();
+  if (absl::StrContains(modes, "follow")) bench.Follow();
   if (absl::StrContains(modes, "sweep")) bench.Sweep();
   if (absl::StrContains(modes, "compression")) bench.Compression();
   bench.server.Stop();
