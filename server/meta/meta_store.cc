@@ -433,7 +433,11 @@ absl::StatusOr<int64_t> MetaStore::ProduceAndApply(const std::string& key, std::
   }
   if (err) return KafkaErrorToStatus(err, "writing the metadata record");
   if (offset < 0) {
-    return absl::UnavailableError("Kafka acknowledged the metadata record without an offset");
+    // librdkafka's answer to DUPLICATE_SEQUENCE_NUMBER: Kafka stored the record from an earlier
+    // send. The change is made; this server just cannot tell when it has read it.
+    return absl::DeadlineExceededError(
+        "Kafka acknowledged the metadata record without its offset (it had stored an earlier "
+        "send of it); the change takes effect");
   }
   if (absl::Status s = WaitApplied(offset, deadline); !s.ok()) {
     // The record is in Kafka: the change takes effect, this server just has not read it yet.
