@@ -25,6 +25,8 @@ wait "$PID" || true
 start_walserver reader $args
 bytes=$(W read 1 --data-only | wc -c)
 [[ $bytes -eq $((3000 * (100 * 1024 + 1))) ]] || fail "read $bytes bytes"
+kill -0 "$PID" 2>/dev/null || fail "walserver exited during the read"
 peak_kb=$(sed -n 's/^VmHWM:[[:space:]]*\([0-9]*\) kB/\1/p' "/proc/$PID/status")
+[[ -n "$peak_kb" ]] || fail "no VmHWM in /proc/$PID/status"
 echo "walserver's peak resident memory while reading 300 MiB of lz4-compressed entries: $((peak_kb / 1024)) MiB"
 ((peak_kb < 160 * 1024)) || fail "walserver's peak resident memory was $((peak_kb / 1024)) MiB (bound: 160)"
