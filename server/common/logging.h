@@ -1,5 +1,5 @@
 // Log output of walserver: spdlog as text for people or JSON lines for collectors. librdkafka's
-// own log is routed into the same logger (see kafka.cc).
+// own log is routed into the same logger (see kafka/client.cc).
 #pragma once
 
 #include <string>
