@@ -671,6 +671,7 @@ void WalServer::Shutdown(std::chrono::milliseconds grace) {
     CancelWatermarkQueries();
     if (writer_) writer_->FailPending();
     if (meta_) meta_->FailPending();
+    if (service_) service_->FailCatchUps();
   };
   if (server_) {
     // gRPC's Shutdown waits for every call to finish. Calls still waiting on Kafka when the

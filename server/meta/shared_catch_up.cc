@@ -6,6 +6,8 @@
 namespace wal {
 
 namespace {
+absl::Status ShuttingDown() { return absl::UnavailableError("walserver is shutting down"); }
+
 absl::Status Expired() {
   return absl::DeadlineExceededError(
       "the deadline passed before the namespace table could be read up to date");
@@ -18,19 +20,21 @@ SharedCatchUp::SharedCatchUp(CatchUpFn catch_up)
       timer_thread_([this] { TimerLoop(); }) {}
 
 SharedCatchUp::~SharedCatchUp() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
-  }
-  cv_.notify_all();
+  Stop();
   round_thread_.join();
   timer_thread_.join();
+}
+
+void SharedCatchUp::Stop() {
   std::vector<std::shared_ptr<Waiter>> left;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
     left.swap(waiting_);
+    left.insert(left.end(), in_round_.begin(), in_round_.end());
   }
-  for (auto& w : left) Answer(*w, absl::UnavailableError("walserver is shutting down"));
+  cv_.notify_all();
+  for (auto& w : left) Answer(*w, ShuttingDown());
 }
 
 void SharedCatchUp::After(Clock::time_point deadline, Then then) {
@@ -45,7 +49,7 @@ void SharedCatchUp::After(Clock::time_point deadline, Then then) {
       return;
     }
   }
-  Answer(*waiter, absl::UnavailableError("walserver is shutting down"));
+  Answer(*waiter, ShuttingDown());
 }
 
 uint64_t SharedCatchUp::rounds() const {

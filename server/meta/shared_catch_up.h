@@ -40,6 +40,12 @@ class SharedCatchUp {
   // deadline of its callers. Never blocks.
   void After(Clock::time_point deadline, Then then);
 
+  // Shutdown: answers every caller UNAVAILABLE now, also those of the round in progress (it
+  // ends on its own, bounded by its deadline), and every later caller at once; starts no more
+  // rounds. A round begun after the shutdown cancelled Kafka queries would not notice it and
+  // hold its callers to their deadlines.
+  void Stop();
+
   // Catch-ups begun so far (for tests).
   uint64_t rounds() const;
 

@@ -84,6 +84,9 @@ class WalServiceImpl final : public v1::WalService::CallbackService {
   // For shutdown: every open AppendStream answers what it started, then ends UNAVAILABLE, so
   // that long-lived streams do not hold the grace period.
   void StopStreams();
+  // For shutdown, once the grace is over: appends waiting for a catch-up of the namespace table
+  // (an unknown namespace) fail UNAVAILABLE now, like those waiting on Kafka.
+  void FailCatchUps() { catch_up_.Stop(); }
 
   // Entry bytes of appends waiting for Kafka, and the most there may be (--max_inflight_append_
   // bytes): for /metrics.
