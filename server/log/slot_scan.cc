@@ -60,16 +60,10 @@ absl::Status SlotScan::Scan() {
       AllIdle(false, absl::OkStatus());
       continue;
     }
-    // A follower gets an entry as soon as its records are in, not when the next fetch comes
-    // back empty (up to fetch.wait.max.ms later) or the poll times out.
-    const auto wait = !unsent_.empty()       ? std::chrono::milliseconds(0)
-                      : next_ < bounded_end_ ? kPollWhileBehind
-                                             : kPollAtEnd;
+    const auto wait = next_ < bounded_end_ ? kPollWhileBehind : kPollAtEnd;
     Message msg = consumer_->Poll(static_cast<int>(wait.count()));
     absl::Status status;
-    if (!msg && !unsent_.empty()) {
-      SendUnsent();  // nothing more at hand
-    } else if (!msg) {
+    if (!msg) {
       // Nothing fetched yet. (A scan behind its fetcher that filled librdkafka's queue gets more
       // after fetch.queue.backoff.ms, which Consumer sets low.)
       AllIdle(false, absl::OkStatus());
@@ -218,7 +212,6 @@ void SlotScan::OnRecord(const rd_kafka_message_t& msg) {
   } else if (auto it = by_namespace_.find(*key); it != by_namespace_.end()) {
     const std::string_view value(static_cast<const char*>(msg.payload), msg.len);
     bool full = false;
-    if (unsent_.empty() || unsent_.back() != *key) unsent_.push_back(*key);
     for (ReadMember* m : it->second) {
       m->OnRecord(msg.offset, *key, value);
       if (m->done()) changed_ = true;  // reached its limit
@@ -263,19 +256,7 @@ void SlotScan::Reindex() {
 
 void SlotScan::AllIdle(bool at_end_of_partition, const absl::Status& status) {
   for (auto& m : members_) m->OnIdle(next_, at_end_of_partition, status);
-  unsent_.clear();
   changed_ = true;
-  DetachOverLimit();
-}
-
-void SlotScan::SendUnsent() {
-  // by_namespace_ is current (Admit reindexes): a namespace whose members left is not found.
-  for (uint64_t key : unsent_) {
-    if (auto it = by_namespace_.find(key); it != by_namespace_.end()) {
-      for (ReadMember* m : it->second) m->SendBatched();
-    }
-  }
-  unsent_.clear();
   DetachOverLimit();
 }
 
