@@ -29,6 +29,9 @@ constexpr Family kFamilies[] = {
     {"walserver_append_bytes_total", "counter", "Entry bytes acknowledged by Kafka."},
     {"walserver_append_entries_total", "counter", "Entries acknowledged by Kafka."},
     {"walserver_read_bytes_total", "counter", "Entry bytes streamed to readers."},
+    {"walserver_read_scanned_bytes_total", "counter",
+     "Record bytes slot scans took from Kafka for reads, wanted or not: over "
+     "walserver_read_bytes_total, the read amplification of shared slots."},
     {"walserver_read_entries_total", "counter", "Entries streamed to readers."},
     {"walserver_read_fenced_entries_total", "counter",
      "Entries reads dropped because a fence of a newer writer epoch preceded them."},
@@ -306,6 +309,8 @@ std::string Metrics::Render() const {
   w.Sample("walserver_append_bytes_total", {}, static_cast<double>(append_bytes.load()));
   w.Sample("walserver_append_entries_total", {}, static_cast<double>(append_entries.load()));
   w.Sample("walserver_read_bytes_total", {}, static_cast<double>(read_bytes.load()));
+  w.Sample("walserver_read_scanned_bytes_total", {},
+           static_cast<double>(read_scanned_bytes.load()));
   w.Sample("walserver_read_entries_total", {}, static_cast<double>(read_entries.load()));
   w.Sample("walserver_read_fenced_entries_total", {},
            static_cast<double>(read_fenced_entries.load()));

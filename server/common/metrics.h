@@ -55,6 +55,7 @@ class Metrics {
   std::atomic<uint64_t> append_bytes{0};
   std::atomic<uint64_t> append_entries{0};
   std::atomic<uint64_t> read_bytes{0};
+  std::atomic<uint64_t> read_scanned_bytes{0};
   std::atomic<uint64_t> read_entries{0};
   std::atomic<uint64_t> read_fenced_entries{0};
   std::atomic<uint64_t> read_duplicate_entries{0};

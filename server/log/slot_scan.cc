@@ -192,6 +192,7 @@ absl::Status SlotScan::OnLostRecords() {
 
 void SlotScan::OnRecord(const rd_kafka_message_t& msg) {
   next_ = msg.offset + 1;
+  context_->metrics->read_scanned_bytes += msg.len;
   {
     // Later joiners must start after this record; those that joined while it was being fetched
     // (their start is at most its offset) are admitted now, so that they get it.

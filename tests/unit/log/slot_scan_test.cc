@@ -243,6 +243,10 @@ TEST_F(SlotScanTest, ReadsOfOneSlotShareOneScanAndGetOnlyTheirOwnEntries) {
   EXPECT_EQ(Data(sink2->entries()), two);
   EXPECT_EQ(host_.consumers_acquired.load(), 1);
   EXPECT_EQ(context_.records_skipped.load(), 5u) << "the foreign records";
+  // Every record of the slot was taken from Kafka once, for both reads.
+  uint64_t slot_bytes = 0;
+  for (const FakeRecord& r : host_.records) slot_bytes += r.value.size();
+  EXPECT_EQ(metrics_.read_scanned_bytes.load(), slot_bytes);
 }
 
 TEST_F(SlotScanTest, AReadThatJoinsLateMakesTheScanGoBackForIt) {
