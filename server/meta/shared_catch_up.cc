@@ -20,9 +20,19 @@ SharedCatchUp::SharedCatchUp(CatchUpFn catch_up)
       timer_thread_([this] { TimerLoop(); }) {}
 
 SharedCatchUp::~SharedCatchUp() {
-  Stop();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
   round_thread_.join();
   timer_thread_.join();
+  std::vector<std::shared_ptr<Waiter>> left;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    left.swap(waiting_);
+  }
+  for (auto& w : left) Answer(*w, ShuttingDown());
 }
 
 void SharedCatchUp::Stop() {

@@ -156,6 +156,24 @@ TEST(SharedCatchUp, ARoundBoundByTheLatestDeadlineServesCallersWithLessTime) {
   EXPECT_EQ(fake.deadlines()[1], long_deadline);
 }
 
+// Shutdown does not wait for the round in progress (it may be blocked on Kafka): its callers and
+// those waiting for the next one are answered at once, and later callers too.
+TEST(SharedCatchUp, StopAnswersEveryCallerAtOnce) {
+  FakeCatchUp fake;
+  Answers answers;
+  SharedCatchUp catch_up([&](Clock::time_point d) { return fake(d); });
+  catch_up.After(Clock::now() + seconds(30), answers.Add());
+  fake.WaitBegun(1);
+  for (int i = 0; i < 10; ++i) catch_up.After(Clock::now() + seconds(30), answers.Add());
+  catch_up.Stop();
+  catch_up.After(Clock::now() + seconds(30), answers.Add());
+  const std::vector<absl::Status> got = answers.WaitFor(12);
+  ASSERT_EQ(got.size(), 12u);
+  for (const absl::Status& s : got) EXPECT_TRUE(absl::IsUnavailable(s)) << s;
+  fake.Release(1);  // the round ends; its answer comes too late to count
+  EXPECT_EQ(catch_up.rounds(), 1u);
+}
+
 TEST(SharedCatchUp, EveryCallerIsAnsweredWhenItIsDestroyed) {
   FakeCatchUp fake;
   Answers answers;
