@@ -11,6 +11,7 @@
 #include <map>
 #include <mutex>
 #include <random>
+#include <set>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -30,8 +31,10 @@ struct ReadCounts {
   std::mutex mu;
   std::condition_variable received;            // signalled at each entry
   std::map<uint64_t, uint64_t> per_namespace;  // entries received, under mu
-  std::map<uint64_t, int64_t> last_id;         // the id of the last entry received, under mu
-  std::atomic<uint64_t> out_of_order{0};       // an id not above the one before, within a namespace
+  // The entries received, per namespace, by the "ns/seq/" their data starts with, under mu.
+  std::map<uint64_t, std::set<std::string>> distinct;
+  std::map<uint64_t, int64_t> last_id;    // the id of the last entry received, under mu
+  std::atomic<uint64_t> out_of_order{0};  // an id not above the one before, within a namespace
   std::atomic<uint64_t> deadline_missed{0};
   std::atomic<uint64_t> reads{0};
 };
@@ -66,6 +69,8 @@ void Follow(const std::string& address, uint64_t ns, bool stall, uint32_t seed,
       {
         std::lock_guard<std::mutex> lock(counts.mu);
         ++counts.per_namespace[ns];
+        const std::string& data = entry.data();
+        counts.distinct[ns].insert(data.substr(0, data.find('/', data.find('/') + 1)));
         counts.last_id[ns] = last;
       }
       counts.received.notify_all();
@@ -206,10 +211,17 @@ TEST(SoakTest, StallingReadersFollowersAndCrashesInsideSplitEntries) {
   EXPECT_EQ(plain_counts.deadline_missed, 0u);
   EXPECT_GT(follow_counts.entries, 0u);
   EXPECT_GT(stall_counts.entries, 0u);
-  // The followers (not stalling) got every entry of their namespace: none skipped.
+  // The followers (not stalling) got every entry of their namespace: none skipped. A follower
+  // resumed after a kill, from the id after the last entry it got, may also read that entry's
+  // retried copy, written after the restart, as a new entry (README, Append: a gap known and not
+  // yet closed): counted, not failed.
+  uint64_t resumed_copies = 0;
   for (const auto& [ns, log] : logs) {
-    EXPECT_EQ(follow_counts.per_namespace[ns], log.size()) << "namespace " << ns;
+    EXPECT_EQ(follow_counts.distinct[ns].size(), log.size()) << "namespace " << ns;
+    resumed_copies += follow_counts.per_namespace[ns] - follow_counts.distinct[ns].size();
   }
+  std::cerr << "RESULT followers resumed after a kill read " << resumed_copies
+            << " retried copies of entries they had\n";
 }
 
 }  // namespace
