@@ -4,10 +4,10 @@
 //
 // Its other purpose is ThreadSanitizer (scripts/test.sh runs the *_core_test tests in a
 // -DWAL_SANITIZE=thread build). Every hand-off in these tests goes through our own locks or
-// librdkafka's (routed to pthreads, see server/kafka/tsan_c11_threads.cc), which TSan sees. Hand-offs
-// through gRPC go through Debian's uninstrumented libgrpc, where TSan sees no synchronisation
-// and reports races inside gRPC's own call objects; that is why the gRPC layer is not in the
-// TSan run.
+// librdkafka's (routed to pthreads, see server/kafka/tsan_c11_threads.cc), which TSan sees.
+// Hand-offs through gRPC go through Debian's uninstrumented libgrpc, where TSan sees no
+// synchronisation and reports races inside gRPC's own call objects; that is why the gRPC layer is
+// not in the TSan run.
 //
 // Built twice: unit (librdkafka's mock cluster) and, with WAL_TEST_REAL_KAFKA, integration.
 #include <gtest/gtest.h>
