@@ -182,9 +182,14 @@ std::atomic<uint64_t> cancellations{0};  // CancelWatermarkQueries() calls
 constexpr int kMaxTryMs = 2000;
 
 // Whether `err` says the client's metadata names an old leader or leader epoch of the
-// partition: the next try first asks for the topic's metadata.
+// partition, or does not know the partition yet (a topic just created: the cache keeps it
+// without partitions until its periodic refresh, minutes later; a fault test's first
+// CreateNamespace failed after 50 s on _UNKNOWN_PARTITION): the next try first asks for the
+// topic's metadata.
 bool StaleLeader(rd_kafka_resp_err_t err) {
-  return err == RD_KAFKA_RESP_ERR_FENCED_LEADER_EPOCH ||
+  return err == RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION || err == RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC ||
+         err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART ||
+         err == RD_KAFKA_RESP_ERR_FENCED_LEADER_EPOCH ||
          err == RD_KAFKA_RESP_ERR_UNKNOWN_LEADER_EPOCH ||
          err == RD_KAFKA_RESP_ERR_NOT_LEADER_OR_FOLLOWER ||
          err == RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE;
