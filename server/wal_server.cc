@@ -668,10 +668,11 @@ void WalServer::Shutdown(std::chrono::milliseconds grace) {
   // Long-lived append streams end once what they started is answered.
   if (service_) service_->StopStreams();
   const auto fail_pending = [this] {
+    // Catch-ups first: a round begun after the cancellation below would not notice it.
+    if (service_) service_->FailCatchUps();
     CancelWatermarkQueries();
     if (writer_) writer_->FailPending();
     if (meta_) meta_->FailPending();
-    if (service_) service_->FailCatchUps();
   };
   if (server_) {
     // gRPC's Shutdown waits for every call to finish. Calls still waiting on Kafka when the

@@ -30,8 +30,8 @@ constexpr Family kFamilies[] = {
     {"walserver_append_entries_total", "counter", "Entries acknowledged by Kafka."},
     {"walserver_read_bytes_total", "counter", "Entry bytes streamed to readers."},
     {"walserver_read_scanned_bytes_total", "counter",
-     "Record bytes slot scans took from Kafka for reads, wanted or not: over "
-     "walserver_read_bytes_total, the read amplification of shared slots."},
+     "Record bytes (decompressed values) slot scans handed out for reads, wanted or not, again "
+     "when a scan goes back: beside walserver_read_bytes_total, what sharing slots costs reads."},
     {"walserver_read_entries_total", "counter", "Entries streamed to readers."},
     {"walserver_read_fenced_entries_total", "counter",
      "Entries reads dropped because a fence of a newer writer epoch preceded them."},

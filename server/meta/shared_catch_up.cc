@@ -97,6 +97,7 @@ void SharedCatchUp::RoundLoop() {
       lock.unlock();
       for (auto& w : expired) Answer(*w, Expired());
       lock.lock();
+      if (stop_) return;  // Stop() answered the others meanwhile
     }
     if (in_round_.empty()) continue;
     // The latest deadline bounds the round, so that a caller with little time left never cuts

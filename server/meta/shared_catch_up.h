@@ -34,7 +34,8 @@ class SharedCatchUp {
   SharedCatchUp(const SharedCatchUp&) = delete;
   SharedCatchUp& operator=(const SharedCatchUp&) = delete;
 
-  // Calls `then` once, on one of this object's threads: with the outcome of a catch-up that
+  // Calls `then` once, on one of this object's threads (after Stop(), on the caller's, at once):
+  // with the outcome of a catch-up that
   // began after this call (OK: the table holds every change made before it), or
   // DEADLINE_EXCEEDED at `deadline` if none finished by then. A round is bounded by the latest
   // deadline of its callers. Never blocks.
