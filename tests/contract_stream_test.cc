@@ -184,17 +184,34 @@ TEST_F(ContractTest, CancelledAndOpenAppendStreamsEndCleanly) {
 
 // A stream cancelled with appends still waiting for Kafka, then shutdown at once: the appends'
 // completions arrive after their call ended, and must find the service still there (the
-// sanitizer builds catch a use after free).
+// sanitizer builds catch a use after free) and complete within the grace, not leave the service
+// behind after waiting 5 s for them.
 TEST_F(ContractTest, ShutdownRightAfterACancelledStreamWithAppendsInFlight) {
   Create(1);
+  const Metrics& metrics = server_->metrics();
+#ifndef WAL_TEST_REAL_KAFKA
+  // Every Kafka request takes 1 s, so that the appends are still in flight at the cancel.
+  ASSERT_EQ(rd_kafka_mock_broker_set_rtt(server_->mock_cluster()->cluster(), 1, 1000),
+            RD_KAFKA_RESP_ERR_NO_ERROR);
+#endif
   grpc::ClientContext ctx;
   std::unique_ptr<RawStream> stream = client_->stub().AppendStream(&ctx);
   v1::AppendStreamRequest message;
   for (int i = 0; i < 200; ++i) AddAppend(&message, i, {{1, std::string(4000, 'c')}});
   ASSERT_TRUE(stream->Write(message));
+#ifndef WAL_TEST_REAL_KAFKA
+  const auto started_by = Clock::now() + seconds(5);
+  while (metrics.appends_in_flight.load() == 0 && Clock::now() < started_by) {
+    std::this_thread::sleep_for(milliseconds(1));
+  }
+  ASSERT_GT(metrics.appends_in_flight.load(), 0) << "walserver never started the appends";
+#endif
   ctx.TryCancel();
   stream->Finish();
+  const auto t0 = Clock::now();
   server_->Shutdown(seconds(5));
+  EXPECT_LT(Clock::now() - t0, milliseconds(4500)) << "shutdown gave up waiting for the stream";
+  EXPECT_EQ(metrics.appends_in_flight.load(), 0) << "an append never completed";
 }
 
 // With nothing listening, a streamed append ends by its deadline with a retryable code, and

@@ -212,6 +212,7 @@ TEST_F(KafkaProcessTest, AFollowReadPassesAnEntryTornByACrashWithinASecond) {
   ASSERT_EQ(replay->size(), 1u) << "the kill came after the whole entry was written";
 
   std::atomic<Clock::time_point> arrived{Clock::time_point{}};
+  std::atomic<bool> past_before{false};
   std::vector<std::string> followed;
   absl::Status read_end;
   std::thread reader([&] {
@@ -221,12 +222,18 @@ TEST_F(KafkaProcessTest, AFollowReadPassesAnEntryTornByACrashWithinASecond) {
     follow.timeout = std::chrono::milliseconds(15000);
     read_end = client->Read(follow, [&](v1::Entry& e) {
       followed.push_back(e.data());
+      past_before = true;
       if (e.data() != "after") return true;
       arrived = Clock::now();
       return false;
     });
   });
-  std::this_thread::sleep_for(seconds(1));  // the read is past "before" and at the torn entry
+  // Once the read handed out "before", the torn entry's records are what it reads next.
+  const auto reading_by = Clock::now() + seconds(10);
+  while (!past_before && Clock::now() < reading_by) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_TRUE(past_before) << "the follow read never handed out the entry before the torn one";
   const auto appended = Clock::now();
   ASSERT_TRUE(client->Append(1, {"after"}).ok());
   reader.join();
@@ -307,7 +314,16 @@ TEST_F(KafkaProcessTest, SigtermFinishesAppendsEndsReadsAndExitsInBoundedTime) {
       }
     });
   }
-  std::this_thread::sleep_for(seconds(1));
+  // SIGTERM once the read and the appends are under way.
+  const auto busy_by = Clock::now() + seconds(15);
+  const auto busy = [&] {
+    std::lock_guard<std::mutex> lock(mu);
+    return read_entries > 0 && acked.size() >= 8;
+  };
+  while (!busy() && Clock::now() < busy_by) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_TRUE(busy()) << "the read and the appends never got going";
   const auto t0 = Clock::now();
   const int exit_status = server->Stop();  // SIGTERM and wait
   const auto took = Clock::now() - t0;

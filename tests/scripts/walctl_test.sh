@@ -63,11 +63,17 @@ W read 10 2>"$work/piped" >/dev/null
 # The unix socket serves the same namespace.
 expect_contains "$("$WALCTL" --server="unix://$sock" info 10)" "^namespace_id: +10$"
 
-# read --follow prints entries appended after it began.
+# read --follow prints entries appended after it began: the append waits until the follower
+# printed the whole log as it was (it is past its end), so only following can print it.
 W read 10 --follow --data-only >"$work/follow" &
 follower=$!
 pids+=("$follower")
-sleep 1
+for _ in $(seq 1 100); do
+  [[ "$(cat "$work/follow")" == "$out" ]] && break
+  sleep 0.1
+done
+[[ "$(cat "$work/follow")" == "$out" ]] || fail "read --follow did not print the log: $(cat "$work/follow")"
+kill -0 "$follower" || fail "read --follow ended at the end of the log"
 W append 10 "appended later" >/dev/null
 for _ in $(seq 1 100); do
   grep -q "appended later" "$work/follow" && break

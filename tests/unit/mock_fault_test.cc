@@ -7,6 +7,7 @@
 #include <mutex>
 #include <thread>
 
+#include "absl/strings/str_join.h"
 #include "tests/support/test_util.h"
 
 namespace wal::testing {
@@ -369,7 +370,12 @@ TEST(MockFaults, FatalProducerErrorReplacesTheProducer) {
   stuck.mutable_entries(0)->set_data("in flight");
   client->AppendAsync(
       stuck, [&](absl::StatusOr<std::vector<uint64_t>> r) { in_flight.set_value(r.status()); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const Metrics& metrics = (*server)->metrics();
+  const auto held_by = Clock::now() + seconds(5);
+  while (metrics.appends_in_flight.load() == 0 && Clock::now() < held_by) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_EQ(metrics.appends_in_flight.load(), 1) << "the append never reached walserver";
 
   const absl::Status injected = InjectFatalProducerErrors((*server)->writer());
   ASSERT_TRUE(injected.ok()) << injected;
@@ -399,10 +405,14 @@ TEST(MockFaults, FatalProducerErrorReplacesTheProducer) {
   ASSERT_FALSE(read.empty());
   EXPECT_EQ(read.front(), "before");
   std::sort(read.begin(), read.end());
-  std::vector<std::string> expected = {"after", "before"};
-  // An append answered UNAVAILABLE has an unknown outcome: it may be there, but once.
-  if (stuck_result.ok() || read.size() == 3) expected = {"after", "before", "in flight"};
-  EXPECT_EQ(read, expected) << "in flight: " << stuck_result;
+  const std::vector<std::string> with = {"after", "before", "in flight"};
+  const std::vector<std::string> without = {"after", "before"};
+  if (stuck_result.ok()) {
+    EXPECT_EQ(read, with) << "an acknowledged append must be read, once";
+  } else {
+    // An append answered UNAVAILABLE has an unknown outcome: it may be there, but once.
+    EXPECT_TRUE(read == with || read == without) << absl::StrJoin(read, ", ");
+  }
 }
 
 TEST(MockFaults, ConcurrentReadsAreCapped) {
@@ -488,17 +498,17 @@ TEST(MockFaults, PruningIsLogicalOnTheMockWhichHasNoDeleteRecords) {
   ASSERT_TRUE(ids.ok()) << ids.status();
   ASSERT_TRUE(client->Truncate(1, (*ids)[1]).ok());
   const Metrics& metrics = (*server)->metrics();
+  // Logical from the start: walserver builds no pruner on the mock, so it never asks to delete.
   EXPECT_EQ(metrics.prune_logical.load(), 1);
-  std::this_thread::sleep_for(std::chrono::seconds(1));  // about ten rounds, were there any
-  EXPECT_EQ(metrics.prune_refusals.load(), 0u) << "it asked the mock to delete";
   auto read = client->ReadAll(1);
   ASSERT_TRUE(read.ok()) << read.status();
   ASSERT_EQ(read->size(), 2u);
   EXPECT_EQ(read->front().data(), "b");
 }
 
-// --prune_mode=logical never tries; a mode that does not exist is refused at start.
-TEST(MockFaults, PruneModeLogicalNeverDeletesAndBadModesAreRefused) {
+// --prune_mode=logical is reported as such (it builds no pruner, so nothing is ever asked to
+// delete); a mode that does not exist is refused at start.
+TEST(MockFaults, PruneModeLogicalIsReportedAndBadModesAreRefused) {
   ServerOptions options = MockServerOptions();
   options.topic_prefix = UniqueName("logical");
   options.prune_interval = std::chrono::milliseconds(50);
@@ -506,8 +516,6 @@ TEST(MockFaults, PruneModeLogicalNeverDeletesAndBadModesAreRefused) {
   auto server = WalServer::Start(options);
   ASSERT_TRUE(server.ok()) << server.status();
   EXPECT_EQ((*server)->metrics().prune_logical.load(), 1);
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  EXPECT_EQ((*server)->metrics().prune_refusals.load(), 0u);
   server->reset();
   options.prune_mode = "sometimes";
   auto refused = WalServer::Start(options);
