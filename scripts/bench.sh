@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Reproduces BENCHMARKS.md: installs what is missing, builds (Release), starts a real Kafka
+# Reproduces docs/BENCHMARKS.md: installs what is missing, builds (Release), starts a real Kafka
 # broker, runs every walbench mode (walserver against direct librdkafka), then walpeer (bench/peer:
 # walserver through the Rust walclient against rskafka, direct and behind a merging worker) on the
 # same broker, writes bench/results/walbench.csv, walpeer.csv and the latency plot, and stops

@@ -82,7 +82,7 @@ if $quick; then
 fi
 
 # The suite's broker ($WAL_KAFKA_VERSION, default in tests/kafka/pom.xml) ran everything above;
-# the contract suite and the Rust client's tests run again on each other version README lists.
+# the contract suite and the Rust client's tests run again on each other version docs/OPERATIONS.md lists.
 for kafka_version in ${WAL_COMPAT_KAFKA_VERSIONS:-3.9.1 4.4.0}; do
   echo "== compatibility: the contract suite and the Rust client's tests on Kafka $kafka_version"
   (

@@ -278,7 +278,7 @@ absl::Status WalServer::ConnectKafka(const ServerOptions& o) {
   // A Kafka batch must hold one whole record with room to spare.
   kafka_batch_bytes_ = std::to_string(o.max_record_bytes + 64 * 1024);
   // Nagle off: a produce or fetch request is sent whole at once, and with Nagle on a small one
-  // could wait for the broker's delayed acknowledgement of the previous one (BENCHMARKS.md,
+  // could wait for the broker's delayed acknowledgement of the previous one (docs/BENCHMARKS.md,
   // "walserver against the path it replaces").
   kafka_ = WithUserProperties({{"bootstrap.servers", brokers},
                                {"reconnect.backoff.max.ms", "1000"},
@@ -401,7 +401,7 @@ absl::Status WalServer::StartWriterAndReader(const ServerOptions& o) {
   }
   KafkaProperties writer_kafka = kafka_;
   // No linger: records produced while a request is in flight still go out together in the
-  // next one, and a caller alone does not wait 1 ms for company (BENCHMARKS.md, "walserver
+  // next one, and a caller alone does not wait 1 ms for company (docs/BENCHMARKS.md, "walserver
   // against the path it replaces": with Nagle off, +50% batched appends).
   writer_kafka["linger.ms"] = "0";
   // Feeds the broker and traffic metrics.
@@ -426,7 +426,7 @@ absl::Status WalServer::StartWriterAndReader(const ServerOptions& o) {
   reader_kafka.erase("message.max.bytes");
   // A fetch's batches are decompressed all at once, and lz4 packs 1 MiB of one repeated byte
   // into about 4 KiB: 64 KiB per fetch holds at most about 16 MiB of entries, where 1 MiB held
-  // 250 (tests/scripts/read_memory_test.sh). Replay is no slower (BENCHMARKS.md, "Bounded
+  // 250 (tests/scripts/read_memory_test.sh). Replay is no slower (docs/BENCHMARKS.md, "Bounded
   // fetches"), and a larger batch still comes whole (Kafka answers at least one batch).
   reader_kafka["fetch.message.max.bytes"] = "65536";
   reader_kafka = WithUserProperties(reader_kafka, o);
@@ -518,8 +518,8 @@ absl::Status WalServer::StartGrpc(const ServerOptions& o) {
   // the same --listen would start and take part of the first one's connections. Refuse instead.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxSendMessageSize(message_limit);
-  // Keepalive (README, "Dead connections"). Clients' pings are accepted whether or not calls
-  // are open (they find a dead connection before a call waits on it), as often as every
+  // Keepalive (docs/CONTRACT.md, "Dead connections"). Clients' pings are accepted whether or not
+  // calls are open (they find a dead connection before a call waits on it), as often as every
   // kMinClientPingInterval; walserver's own pings go on without limit on a connection that
   // sends no data, such as an idle client's or a stalled follower's.
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);

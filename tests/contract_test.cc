@@ -1,7 +1,7 @@
-// The contract (README.md's table, proto/wal/v1/wal.proto), checked through the client library
-// against an in-process walserver. Built twice: as a unit test on the librdkafka mock cluster (the
-// embedded default), and as an integration test on the real Kafka broker that ./scripts/test.sh
-// starts (WAL_TEST_REAL_KAFKA).
+// The contract (docs/CONTRACT.md's table, proto/wal/v1/wal.proto), checked through the client
+// library against an in-process walserver. Built twice: as a unit test on the librdkafka mock
+// cluster (the embedded default), and as an integration test on the real Kafka broker that
+// ./scripts/test.sh starts (WAL_TEST_REAL_KAFKA).
 #include <gtest/gtest.h>
 
 #include <algorithm>

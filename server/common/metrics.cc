@@ -61,7 +61,7 @@ constexpr Family kFamilies[] = {
     {"walserver_reads_in_progress", "gauge", "Read streams running."},
     {"walserver_name_conflicts_total", "counter",
      "Other walservers that announced this server's --name since it started: two live "
-     "walservers must not share one (README, --name)."},
+     "walservers must not share one (docs/OPERATIONS.md, --name)."},
     {"walserver_records_skipped_total", "counter",
      "Records that could not be decoded (foreign producers, unknown versions, corruption), by "
      "topic kind."},

@@ -23,7 +23,7 @@ constexpr milliseconds kProbeDeadline = seconds(2);
 constexpr milliseconds kLateness{2000};
 // How soon appends to a slot must succeed again once walserver can reach its leader, after a
 // cut of 15 s: bounded by TCP's retransmission backoff on the connection that lived through the
-// cut (it doubles from 200 ms), 11-14 s measured (RELIABILITY.md).
+// cut (it doubles from 200 ms), 11-14 s measured (docs/RELIABILITY.md).
 constexpr milliseconds kBackAfterHealing = seconds(20);
 
 milliseconds Since(Clock::time_point start) {
@@ -179,7 +179,7 @@ TEST_F(PartitionTest, SlotLeaderCutOffFromTheOtherNodes) {
   const auto moved = UntilAppendSucceeds(seconds(90));
   ASSERT_TRUE(moved.has_value()) << "no new leader took appends within 90 s of the cut";
   // The records sent to the old leader time out after --append_timeout_ms (30 s), and only
-  // then does librdkafka move the slot's records to the new leader (RELIABILITY.md).
+  // then does librdkafka move the slot's records to the new leader (docs/RELIABILITY.md).
   EXPECT_LT(*moved, seconds(40));
   const int new_leader = Leader(topic_, partition_);
   const Probing after_move = ProbeFor(seconds(5));

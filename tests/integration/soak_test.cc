@@ -217,8 +217,8 @@ TEST(SoakTest, StallingReadersFollowersAndCrashesInsideSplitEntries) {
   EXPECT_GT(stall_counts.entries, 0u);
   // The followers (not stalling) got every entry of their namespace: none skipped. A follower
   // resumed after a kill, from the id after the last entry it got, may also read that entry's
-  // retried copy, written after the restart, as a new entry (README, Append: a gap known and not
-  // yet closed): counted, not failed.
+  // retried copy, written after the restart, as a new entry (docs/CONTRACT.md, Append: a gap known
+  // and not yet closed): counted, not failed.
   for (const auto& [ns, log] : logs) {
     EXPECT_EQ(follow_counts.first_read_of[ns].size(), log.size()) << "namespace " << ns;
   }

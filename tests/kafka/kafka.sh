@@ -28,7 +28,7 @@
 # the namespaces.
 #
 # The broker's version is $WAL_KAFKA_VERSION (default: kafka.version in pom.xml, the suite's);
-# test.sh's compatibility run sets it (README lists the versions tested). The jars are cached in
+# test.sh's compatibility run sets it (docs/OPERATIONS.md lists the versions tested). The jars are cached in
 # $WAL_KAFKA_CACHE (default ~/.cache/walserver/kafka-<version>).
 set -euo pipefail
 
