@@ -287,9 +287,9 @@ class BatchWait : public wal::DeliveryHandler {
     std::lock_guard<std::mutex> lock(mu_);
     pending_ = n;
   }
-  void OnDelivery(rd_kafka_resp_err_t err, int64_t, bool) override {
+  void OnDelivery(const wal::Delivery& delivery) override {
     std::lock_guard<std::mutex> lock(mu_);
-    if (err) ++errors_;
+    if (!delivery.written()) ++errors_;
     if (--pending_ == 0) cv_.notify_one();
   }
   int Wait() {
@@ -594,7 +594,7 @@ struct Bench {
     const auto& ns = namespaces[0];
     struct Done : wal::DeliveryHandler {
       std::function<void()> fn;
-      void OnDelivery(rd_kafka_resp_err_t, int64_t, bool) override {
+      void OnDelivery(const wal::Delivery&) override {
         fn();
         delete this;
       }
@@ -624,7 +624,8 @@ struct Bench {
           auto* d = new Done;
           d->fn = std::move(done);
           if (!direct.get().Produce(ns.topic(), ns.partition(), key, record, d).ok()) {
-            d->OnDelivery(RD_KAFKA_RESP_ERR__QUEUE_FULL, -1, false);
+            d->OnDelivery(wal::Delivery::Of(RD_KAFKA_RESP_ERR__QUEUE_FULL,
+                                            RD_KAFKA_MSG_STATUS_NOT_PERSISTED, -1));
           }
         }));
       }

@@ -74,17 +74,26 @@ absl::Status Producer::Produce(const std::string& topic, int32_t partition, std:
   return KafkaErrorToStatus(err, absl::StrCat("producing to ", topic, "[", partition, "]"));
 }
 
-void Producer::OnDeliveryReport(rd_kafka_t*, const rd_kafka_message_t* msg, void*) {
-  rd_kafka_resp_err_t err = msg->err;
-  // A record purged from the queue after an earlier attempt to send it may have been written:
-  // report it as purged in flight, so that _PURGE_QUEUE always means "never written".
-  if (err == RD_KAFKA_RESP_ERR__PURGE_QUEUE &&
-      rd_kafka_message_status(msg) != RD_KAFKA_MSG_STATUS_NOT_PERSISTED) {
-    err = RD_KAFKA_RESP_ERR__PURGE_INFLIGHT;
+Delivery Delivery::Of(rd_kafka_resp_err_t err, rd_kafka_msg_status_t status, int64_t offset) {
+  Delivery d;
+  d.err = err;
+  if (err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+    d.offset = offset;
+    return d;
   }
-  const bool maybe_stored = err != RD_KAFKA_RESP_ERR_NO_ERROR &&
-                            rd_kafka_message_status(msg) != RD_KAFKA_MSG_STATUS_NOT_PERSISTED;
-  static_cast<DeliveryHandler*>(msg->_private)->OnDelivery(err, msg->offset, maybe_stored);
+  // A timeout or a purge in flight says nothing about what the broker did with what was sent;
+  // any other failure is as librdkafka's status says (a record purged from the queue after an
+  // earlier attempt to send it is not NOT_PERSISTED either).
+  const bool unknown = err == RD_KAFKA_RESP_ERR__MSG_TIMED_OUT ||
+                       err == RD_KAFKA_RESP_ERR__PURGE_INFLIGHT ||
+                       status != RD_KAFKA_MSG_STATUS_NOT_PERSISTED;
+  d.outcome = unknown ? Outcome::kUnknown : Outcome::kNotWritten;
+  return d;
+}
+
+void Producer::OnDeliveryReport(rd_kafka_t*, const rd_kafka_message_t* msg, void*) {
+  static_cast<DeliveryHandler*>(msg->_private)
+      ->OnDelivery(Delivery::Of(msg->err, rd_kafka_message_status(msg), msg->offset));
 }
 
 int Producer::OnStats(rd_kafka_t*, char* json, size_t len, void* opaque) {

@@ -21,14 +21,30 @@
 
 namespace wal {
 
+// What became of one produced record: the one place where librdkafka's delivery report is read.
+// Each call family gives the outcomes its own meaning (an append: log/entry_writer.cc; a
+// namespace change: meta/meta_store.cc).
+struct Delivery {
+  enum class Outcome {
+    kWritten,     // Kafka stored it, at `offset`; -1 when Kafka had it from an earlier send
+    kNotWritten,  // Kafka never stored it and never will: refused, or taken back unsent
+    kUnknown,     // it was sent and then failed (or timed out): Kafka may have stored it
+  };
+  Outcome outcome = Outcome::kWritten;
+  int64_t offset = -1;
+  rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR_NO_ERROR;  // why, when not kWritten
+
+  bool written() const { return outcome == Outcome::kWritten; }
+  // The outcome of a report with `err` (and librdkafka's persistence status `status`).
+  static Delivery Of(rd_kafka_resp_err_t err, rd_kafka_msg_status_t status, int64_t offset);
+};
+
 // Implemented by whoever produces a message; librdkafka's delivery report calls OnDelivery exactly
-// once per message, on the producer's poll thread. `maybe_stored` is set for a failed record that
-// Kafka may have stored all the same (it was sent and its fate is unknown), clear for one that
-// was never written.
+// once per message, on the producer's poll thread.
 class DeliveryHandler {
  public:
   virtual ~DeliveryHandler() = default;
-  virtual void OnDelivery(rd_kafka_resp_err_t err, int64_t offset, bool maybe_stored) = 0;
+  virtual void OnDelivery(const Delivery& delivery) = 0;
 };
 
 // An idempotent producer (acks=all) with its own poll thread.

@@ -23,11 +23,7 @@ class EntryWriter::Call {
     uint32_t item = 0;
     bool first_of_entry = false;
     std::string value;
-    // Any failed append has an unknown outcome (a prefix may be durable), so whether this one
-    // record may be stored changes nothing.
-    void OnDelivery(rd_kafka_resp_err_t err, int64_t offset, bool /*maybe_stored*/) override {
-      call->OnRecord(*this, err, offset);
-    }
+    void OnDelivery(const Delivery& delivery) override { call->OnRecord(*this, delivery); }
   };
 
   Call(EntryWriter* writer, size_t items, size_t records, Callback done)
@@ -69,15 +65,18 @@ class EntryWriter::Call {
   }
 
  private:
-  void OnRecord(const Record& r, rd_kafka_resp_err_t err, int64_t offset) {
-    if (err) {
-      Fail(KafkaErrorToStatus(err, "appending to Kafka"));
+  // What a delivery means for an append: a failed append has an unknown outcome whatever its
+  // records' (a prefix may be durable), so a record not written or perhaps written fails it
+  // alike, with Kafka's reason; the caller retries with the same sequences.
+  void OnRecord(const Record& r, const Delivery& delivery) {
+    if (!delivery.written()) {
+      Fail(KafkaErrorToStatus(delivery.err, "appending to Kafka"));
     } else if (r.first_of_entry) {
-      if (offset < 0) {
+      if (delivery.offset < 0) {
         // A retried batch that the broker had already written: durable, but its offset unknown.
         Fail(absl::UnavailableError("Kafka acknowledged an entry without its offset; retry"));
       } else {
-        ids_[r.item] = static_cast<uint64_t>(offset);
+        ids_[r.item] = static_cast<uint64_t>(delivery.offset);
       }
     }
     RecordsDone(1);

@@ -26,17 +26,12 @@ using meta::v1::NamespaceRecord;
 // gave up waiting leaves nothing dangling.
 class PromiseDelivery : public DeliveryHandler {
  public:
-  struct Result {
-    rd_kafka_resp_err_t err;
-    int64_t offset;
-    bool maybe_stored;
-  };
-  static std::pair<PromiseDelivery*, std::future<Result>> New(std::string value) {
+  static std::pair<PromiseDelivery*, std::future<Delivery>> New(std::string value) {
     auto* d = new PromiseDelivery(std::move(value));
     return {d, d->promise_.get_future()};
   }
-  void OnDelivery(rd_kafka_resp_err_t err, int64_t offset, bool maybe_stored) override {
-    promise_.set_value({err, offset, maybe_stored});
+  void OnDelivery(const Delivery& delivery) override {
+    promise_.set_value(delivery);
     delete this;
   }
   const std::string& value() const { return value_; }
@@ -44,7 +39,7 @@ class PromiseDelivery : public DeliveryHandler {
  private:
   explicit PromiseDelivery(std::string value) : value_(std::move(value)) {}
   std::string value_;
-  std::promise<Result> promise_;
+  std::promise<Delivery> promise_;
 };
 
 constexpr absl::string_view kPruneKeyPrefix = "prune/";
@@ -413,7 +408,7 @@ absl::StatusOr<int64_t> MetaStore::ProduceAndApply(const std::string& key, std::
     (*producer)->PurgeUnsent();
     if (result.wait_until(std::max(deadline, Clock::now() + std::chrono::milliseconds(10))) !=
             std::future_status::ready ||
-        result.get().err != RD_KAFKA_RESP_ERR__PURGE_QUEUE) {
+        result.get().outcome != Delivery::Outcome::kNotWritten) {
       return absl::DeadlineExceededError(
           "Kafka did not acknowledge the metadata record in time; it may still take effect");
     }
@@ -421,17 +416,18 @@ absl::StatusOr<int64_t> MetaStore::ProduceAndApply(const std::string& key, std::
         "Kafka did not take the metadata record in time (is Kafka reachable?); nothing was "
         "changed");
   }
-  const auto [err, offset, maybe_stored] = result.get();
-  if (maybe_stored || err == RD_KAFKA_RESP_ERR__PURGE_INFLIGHT ||
-      err == RD_KAFKA_RESP_ERR__MSG_TIMED_OUT) {
-    // Sent, but its fate is unknown (librdkafka says Kafka may have stored it, e.g. after
-    // OUT_OF_ORDER_SEQUENCE_NUMBER or NOT_ENOUGH_REPLICAS_AFTER_APPEND): it may still take
-    // effect, so it must not be answered as a change that took none.
+  // What a delivery means for a namespace change: one that Kafka may have stored (sent, then
+  // failed or timed out, e.g. after OUT_OF_ORDER_SEQUENCE_NUMBER or
+  // NOT_ENOUGH_REPLICAS_AFTER_APPEND) may still take effect, so it must not be answered as a
+  // change that took none; any other error took none.
+  const Delivery report = result.get();
+  if (report.outcome == Delivery::Outcome::kUnknown) {
     return absl::DeadlineExceededError(
-        absl::StrCat(KafkaErrorToStatus(err, "writing the metadata record").message(),
+        absl::StrCat(KafkaErrorToStatus(report.err, "writing the metadata record").message(),
                      "; the change may still take effect"));
   }
-  if (err) return KafkaErrorToStatus(err, "writing the metadata record");
+  if (!report.written()) return KafkaErrorToStatus(report.err, "writing the metadata record");
+  const int64_t offset = report.offset;
   if (offset < 0) {
     // librdkafka's answer to DUPLICATE_SEQUENCE_NUMBER: Kafka stored the record from an earlier
     // send. The change is made; this server just cannot tell when it has read it.

@@ -148,8 +148,8 @@ absl::StatusOr<int64_t> ProduceRaw(const std::string& bootstrap, const std::stri
                                    const std::string& value) {
   struct Waiter : DeliveryHandler {
     std::promise<std::pair<rd_kafka_resp_err_t, int64_t>> done;
-    void OnDelivery(rd_kafka_resp_err_t err, int64_t offset, bool /*maybe_stored*/) override {
-      done.set_value({err, offset});
+    void OnDelivery(const Delivery& delivery) override {
+      done.set_value({delivery.err, delivery.offset});
     }
   } waiter;
   auto producer = Producer::Create({{"bootstrap.servers", bootstrap}}, "test-raw");
