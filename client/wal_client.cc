@@ -1,5 +1,6 @@
 #include "client/wal_client.h"
 
+#include <algorithm>
 #include <fstream>
 #include <future>
 #include <mutex>
@@ -333,34 +334,113 @@ ReadStream::~ReadStream() {
 }
 
 bool ReadStream::Next(v1::Entry* entry) {
-  while (next_in_batch_ >= batch_.entries_size()) {
-    if (!gaps_passed_) {  // a message's gaps come after its entries
-      gaps_passed_ = true;
-      if (on_gap_) {
-        for (const v1::Gap& gap : batch_.gaps()) on_gap_(gap);
+  for (;;) {
+    while (next_in_batch_ >= batch_.entries_size()) {
+      if (!gaps_passed_) {  // a message's gaps come after its entries
+        gaps_passed_ = true;
+        for (const v1::Gap& gap : batch_.gaps()) {
+          position_ = std::max(position_, gap.to_entry_id());
+          if (on_gap_) on_gap_(gap);
+        }
+      }
+      if (done_) return false;
+      batch_.Clear();
+      next_in_batch_ = 0;
+      if (!ReadBatch()) return false;
+      gaps_passed_ = batch_.gaps().empty();
+    }
+    entry->Swap(batch_.mutable_entries(next_in_batch_++));
+    if (verify_checksums_) {
+      if (absl::Status s = CheckEntryChecksum(*entry); !s.ok()) {
+        ctx_->TryCancel();
+        reader_->Finish();
+        done_ = true;
+        gaps_passed_ = true;  // they lie after the corrupt entry
+        status_ = std::move(s);
+        return false;
       }
     }
-    if (done_) return false;
-    batch_.Clear();
-    next_in_batch_ = 0;
-    if (!reader_->Read(&batch_)) {
+    if (options_.resume && !FirstDelivery(*entry)) {
+      ++resumed_copies_;  // its writer retried it, and the retry lies past where the read resumed
+      continue;
+    }
+    position_ = entry->entry_id() + 1;
+    ++delivered_;
+    return true;
+  }
+}
+
+bool ReadStream::ReadBatch() {
+  for (;;) {
+    if (reader_->Read(&batch_)) {
+      retries_ = 0;
+      return true;
+    }
+    status_ = FromGrpcStatus(reader_->Finish());
+    if (!options_.resume || !absl::IsUnavailable(status_) || !Reopen()) {
       done_ = true;
-      status_ = FromGrpcStatus(reader_->Finish());
       return false;
     }
-    gaps_passed_ = batch_.gaps().empty();
   }
-  entry->Swap(batch_.mutable_entries(next_in_batch_++));
-  if (verify_checksums_) {
-    if (absl::Status s = CheckEntryChecksum(*entry); !s.ok()) {
-      ctx_->TryCancel();
-      reader_->Finish();
-      done_ = true;
-      gaps_passed_ = true;  // they lie after the corrupt entry
-      status_ = std::move(s);
+}
+
+bool ReadStream::Reopen() {
+  if (retries_ >= client_->options_.max_retries) return false;
+  const auto sleep = RetryJitter(RetryBackoff(client_->options_.retry_backoff, retries_++));
+  if (has_deadline_ && system_clock::now() + sleep >= deadline_) return false;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (cancel_cv_.wait_for(lock, sleep, [this] { return cancelled_; })) {
+      status_ = absl::CancelledError("the read was cancelled");
       return false;
     }
   }
+  Open();
+  return true;
+}
+
+void ReadStream::Open() {
+  auto ctx = std::make_unique<grpc::ClientContext>();
+  client_->Prepare(*ctx);
+  if (has_deadline_) ctx->set_deadline(deadline_);
+  v1::ReadRequest request;
+  request.set_namespace_id(options_.namespace_id);
+  if (position_ > 0) {
+    request.set_start_entry_id(position_);  // past what was delivered
+  } else {
+    request.set_start_entry_id(options_.start_entry_id);
+    request.set_start_time_ms(options_.start_time_ms);
+  }
+  if (options_.limit != 0) request.set_limit(options_.limit - delivered_);
+  request.set_follow(options_.follow);
+  request.set_skip_lost(options_.skip_lost);
+  // The call just ended goes before its context (the reader refers to it).
+  reader_.reset();
+  auto reader = client_->stub_->Read(ctx.get(), request);
+  std::lock_guard<std::mutex> lock(mu_);
+  ctx_ = std::move(ctx);
+  reader_ = std::move(reader);
+  if (cancelled_) ctx_->TryCancel();
+}
+
+bool ReadStream::FirstDelivery(const v1::Entry& entry) {
+  if (entry.writer_id() == 0 || entry.sequence() == 0) return true;  // no stamp to know it by
+  std::map<uint64_t, uint64_t>& ranges = seen_[entry.writer_id()];
+  const uint64_t seq = entry.sequence();
+  auto next = ranges.upper_bound(seq);  // the first range starting after seq
+  auto prev = next == ranges.begin() ? ranges.end() : std::prev(next);
+  if (prev != ranges.end() && prev->second >= seq) return false;
+  uint64_t first = seq;
+  uint64_t last = seq;
+  if (prev != ranges.end() && prev->second + 1 == seq) {
+    first = prev->first;
+    ranges.erase(prev);
+  }
+  if (next != ranges.end() && next->first == seq + 1) {
+    last = next->second;
+    ranges.erase(next);
+  }
+  ranges[first] = last;
   return true;
 }
 
@@ -375,32 +455,30 @@ absl::Status CheckEntryChecksum(const v1::Entry& entry) {
                    "): corrupted between Kafka and this client; the read stops before it"));
 }
 
-void ReadStream::Cancel() { ctx_->TryCancel(); }
+void ReadStream::Cancel() {
+  std::lock_guard<std::mutex> lock(mu_);
+  cancelled_ = true;
+  if (ctx_) ctx_->TryCancel();
+  cancel_cv_.notify_all();
+}
 
 std::unique_ptr<ReadStream> Client::OpenRead(const ReadOptions& options) {
   std::unique_ptr<ReadStream> stream(new ReadStream());
+  stream->client_ = this;
+  stream->options_ = options;
   stream->verify_checksums_ = options_.checksums;
   stream->on_gap_ = options.on_gap;
-  stream->ctx_ = std::make_unique<grpc::ClientContext>();
   if (options.skip_lost && !options.on_gap) {
     // What the read went past would be thrown away unseen: not a way to recover.
+    stream->ctx_ = std::make_unique<grpc::ClientContext>();
     stream->done_ = true;
     stream->status_ =
         absl::InvalidArgumentError("skip_lost needs on_gap, to hear what the read went past");
     return stream;
   }
-  Prepare(*stream->ctx_);
-  if (options.timeout.count() != 0 || !options.follow) {
-    stream->ctx_->set_deadline(Deadline(options.timeout));
-  }
-  v1::ReadRequest request;
-  request.set_namespace_id(options.namespace_id);
-  request.set_start_entry_id(options.start_entry_id);
-  request.set_limit(options.limit);
-  request.set_follow(options.follow);
-  request.set_start_time_ms(options.start_time_ms);
-  request.set_skip_lost(options.skip_lost);
-  stream->reader_ = stub_->Read(stream->ctx_.get(), request);
+  stream->has_deadline_ = options.timeout.count() != 0 || !options.follow;
+  stream->deadline_ = Deadline(options.timeout);
+  stream->Open();
   return stream;
 }
 

@@ -44,6 +44,7 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -131,6 +132,12 @@ struct ReadOptions {
   // of ending with DATA_LOSS. skip_lost without on_gap: INVALID_ARGUMENT.
   bool skip_lost = false;
   std::function<void(const v1::Gap& gap)> on_gap = nullptr;
+  // After UNAVAILABLE (walserver restarted, the connection dropped), open the read again past
+  // the last entry it delivered, up to ClientOptions::max_retries times in a row, instead of
+  // ending: the stream goes on as one read. Entries it delivered already are never delivered
+  // again, also when their writer retried them and the retry lies past the resumption point
+  // (each entry is known by its writer_id and sequence). The Client must outlive the stream.
+  bool resume = false;
 };
 
 // A ReadMany: several namespaces replayed on one stream.
@@ -150,6 +157,8 @@ struct ReadManyOptions {
   std::function<void(const v1::Gap& gap)> on_gap = nullptr;
 };
 
+class Client;
+
 // One Read stream, pulled an entry at a time. Not thread-safe, except Cancel().
 class ReadStream {
  public:
@@ -163,10 +172,30 @@ class ReadStream {
   const absl::Status& status() const { return status_; }
   // Ends the stream from any thread; Next then returns false.
   void Cancel();
+  // With ReadOptions::resume: copies of entries it had delivered, left out after resuming.
+  uint64_t resumed_copies() const { return resumed_copies_; }
 
  private:
   friend class Client;
   ReadStream() = default;
+  // Reads the next message into batch_; false at the end of the stream (status_ set), after
+  // resuming the read as often as ReadOptions::resume allows.
+  bool ReadBatch();
+  // With resume: opens the read again past what was delivered, after a backoff that Cancel()
+  // cuts short; false when it must not (cancelled, out of retries or of time).
+  bool Reopen();
+  // With resume: true the first time an entry of this writer and sequence is seen.
+  bool FirstDelivery(const v1::Entry& entry);
+  // Opens the call from where the read stands.
+  void Open();
+
+  Client* client_ = nullptr;
+  ReadOptions options_;  // as asked; a reopened read starts past `position_`
+  std::chrono::system_clock::time_point deadline_;
+  bool has_deadline_ = false;
+  std::mutex mu_;  // guards ctx_ against Cancel() from another thread, and cancelled_
+  std::condition_variable cancel_cv_;
+  bool cancelled_ = false;
   std::unique_ptr<grpc::ClientContext> ctx_;
   std::unique_ptr<grpc::ClientReader<v1::ReadResponse>> reader_;
   v1::ReadResponse batch_;
@@ -176,6 +205,12 @@ class ReadStream {
   std::function<void(const v1::Gap& gap)> on_gap_;
   bool verify_checksums_ = true;
   absl::Status status_;
+  uint64_t position_ = 0;   // the next id past every entry and gap delivered (0: none yet)
+  uint64_t delivered_ = 0;  // entries delivered, against options_.limit
+  int retries_ = 0;         // resumptions in a row without a message in between
+  // With resume: the sequences delivered per writer id, as disjoint closed ranges.
+  std::map<uint64_t, std::map<uint64_t, uint64_t>> seen_;
+  uint64_t resumed_copies_ = 0;
 };
 
 // OK when `entry` carries no checksum or matches it; DATA_LOSS naming the entry otherwise.
@@ -261,6 +296,7 @@ class Client {
   uint64_t writer_id() const { return writer_id_; }
 
  private:
+  friend class ReadStream;  // a resumed read opens its call again
   struct AsyncAppend;
   Client(const ClientOptions& options, std::unique_ptr<v1::WalService::Stub> stub);
   std::chrono::system_clock::time_point Deadline(std::chrono::milliseconds timeout) const;

@@ -314,6 +314,7 @@ void ReadMember::TakeReady() {
     out->set_entry_id(e.entry_id);
     out->set_epoch(e.stamp.epoch);
     out->set_sequence(e.stamp.sequence);
+    out->set_writer_id(e.stamp.writer_id);
     out->set_crc32c(e.crc32c);
     batch_bytes_ += e.data.size();
     context_->metrics->read_bytes += e.data.size();

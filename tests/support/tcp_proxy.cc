@@ -77,6 +77,11 @@ TcpProxy::~TcpProxy() {
 
 void TcpProxy::BlackHoleExisting() { black_holed_below_ = accepted_.load(); }
 
+void TcpProxy::CutExisting() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (int fd : fds_) shutdown(fd, SHUT_RDWR);
+}
+
 void TcpProxy::BlackHoleAll() { black_holed_below_ = std::numeric_limits<int>::max(); }
 
 void TcpProxy::Slow(std::chrono::milliseconds latency, int64_t bytes_per_second) {

@@ -31,6 +31,9 @@ class TcpProxy {
   // Connections accepted so far.
   int connections() const { return accepted_.load(); }
   void BlackHoleExisting();
+  // Closes every open connection at both ends, as a restarted server or a reset would; later
+  // connections pass as before.
+  void CutExisting();
   // Every connection, open or made later: an address nothing answers at any more.
   void BlackHoleAll();
   // For connections accepted afterwards. 0 bytes_per_second: no limit.

@@ -13,6 +13,7 @@
 #include "client/wal_client.h"
 #include "grpcpp/server_builder.h"
 #include "server/common/crc32c.h"
+#include "tests/support/tcp_proxy.h"
 #include "tests/support/test_util.h"
 
 namespace wal::testing {
@@ -129,6 +130,75 @@ TEST(Client, ReadStreamIteratesAndCancels) {
   auto missing = client->OpenRead(read);
   EXPECT_FALSE(missing->Next(&entry));
   EXPECT_EQ(missing->status().code(), absl::StatusCode::kNotFound);
+}
+
+// Appends entry `data` of namespace 1 with the given writer and sequence, as a client's first
+// attempt or its retry would; returns its id.
+uint64_t AppendStamped(Client& client, uint64_t writer_id, uint64_t sequence,
+                       const std::string& data) {
+  v1::AppendRequest request;
+  request.set_writer_id(writer_id);
+  v1::Entry* entry = request.add_entries();
+  entry->set_namespace_id(1);
+  entry->set_sequence(sequence);
+  entry->set_data(data);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + seconds(10));
+  v1::AppendResponse response;
+  const grpc::Status status = client.stub().Append(&ctx, request, &response);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  return status.ok() ? response.entry_ids(0) : 0;
+}
+
+// A read with `resume` whose connection dropped opens again past what it delivered, as one
+// read: an entry whose writer retried it after the read got it, its copy lying past where the
+// read resumed, is not delivered a second time.
+TEST(Client, AResumedReadDeliversAnEntryRetriedPastItsResumptionOnce) {
+  auto server = StartMock();
+  auto writer = Connect(server->address());
+  ASSERT_TRUE(writer->CreateNamespace(1).ok());
+  auto proxy = TcpProxy::Start(server->address());
+  ASSERT_TRUE(proxy.ok()) << proxy.status();
+  ClientOptions options;
+  options.target = (*proxy)->address();
+  options.retry_backoff = milliseconds(20);
+  auto reader = Client::Connect(options);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+
+  const uint64_t first = AppendStamped(*writer, 77, 1, "e");
+  ReadOptions read;
+  read.namespace_id = 1;
+  read.follow = true;
+  read.resume = true;
+  auto stream = (*reader)->OpenRead(read);
+  v1::Entry entry;
+  ASSERT_TRUE(stream->Next(&entry));
+  EXPECT_EQ(entry.data(), "e");
+  EXPECT_EQ(entry.writer_id(), 77u);
+
+  // The read's connection drops; meanwhile the writer, which never heard its answer, retries
+  // "e", then appends "f".
+  (*proxy)->CutExisting();
+  const uint64_t copy = AppendStamped(*writer, 77, 1, "e");
+  EXPECT_GT(copy, first);
+  AppendStamped(*writer, 77, 2, "f");
+
+  ASSERT_TRUE(stream->Next(&entry)) << stream->status();
+  EXPECT_EQ(entry.data(), "f") << "entry " << entry.entry_id() << " (the copy is " << copy << ")";
+  EXPECT_EQ(stream->resumed_copies(), 1u);
+  EXPECT_GE((*proxy)->connections(), 2) << "the read never opened again";
+  stream->Cancel();
+  EXPECT_FALSE(stream->Next(&entry));
+  EXPECT_EQ(stream->status().code(), absl::StatusCode::kCancelled);
+
+  // Without resume, the same cut ends the read with UNAVAILABLE.
+  read.resume = false;
+  read.start_entry_id = copy;
+  auto plain = (*reader)->OpenRead(read);
+  ASSERT_TRUE(plain->Next(&entry));
+  (*proxy)->CutExisting();
+  EXPECT_FALSE(plain->Next(&entry));
+  EXPECT_EQ(plain->status().code(), absl::StatusCode::kUnavailable) << plain->status();
 }
 
 TEST(Client, UnixSocket) {
