@@ -99,6 +99,11 @@ class ReadMember {
   // batched, finishes when the range is done, cancelled or out of time, and applies a
   // truncation or deletion made since the read began.
   void OnIdle(int64_t position, bool at_end_of_partition, const absl::Status& kafka_error);
+  // The scan has no more records at hand just now (scan thread): queues what is batched, so
+  // that a follower gets an entry as soon as it is in.
+  void SendBatched() {
+    if (!done_) Flush();
+  }
   // Ends the member's part in scans (scan thread, or before any scan): its read thread sends
   // what is queued, then answers `status`.
   void Finish(absl::Status status);

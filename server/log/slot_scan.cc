@@ -60,10 +60,16 @@ absl::Status SlotScan::Scan() {
       AllIdle(false, absl::OkStatus());
       continue;
     }
-    const auto wait = next_ < bounded_end_ ? kPollWhileBehind : kPollAtEnd;
+    // A follower gets an entry as soon as its records are in, not when the next fetch comes
+    // back empty (up to fetch.wait.max.ms later) or the poll times out.
+    const auto wait = !unsent_.empty()       ? std::chrono::milliseconds(0)
+                      : next_ < bounded_end_ ? kPollWhileBehind
+                                             : kPollAtEnd;
     Message msg = consumer_->Poll(static_cast<int>(wait.count()));
     absl::Status status;
-    if (!msg) {
+    if (!msg && !unsent_.empty()) {
+      SendUnsent();  // nothing more at hand
+    } else if (!msg) {
       // Nothing fetched yet. (A scan behind its fetcher that filled librdkafka's queue gets more
       // after fetch.queue.backoff.ms, which Consumer sets low.)
       AllIdle(false, absl::OkStatus());
@@ -213,6 +219,8 @@ void SlotScan::OnRecord(const rd_kafka_message_t& msg) {
   } else if (auto it = by_namespace_.find(*key); it != by_namespace_.end()) {
     const std::string_view value(static_cast<const char*>(msg.payload), msg.len);
     bool full = false;
+    // Only at the tail: a scan still reading a replay's range batches as it fetches.
+    if (msg.offset >= bounded_end_) unsent_.insert(*key);
     for (ReadMember* m : it->second) {
       m->OnRecord(msg.offset, *key, value);
       if (m->done()) changed_ = true;  // reached its limit
@@ -257,8 +265,25 @@ void SlotScan::Reindex() {
 
 void SlotScan::AllIdle(bool at_end_of_partition, const absl::Status& status) {
   for (auto& m : members_) m->OnIdle(next_, at_end_of_partition, status);
+  unsent_.clear();  // OnIdle sent what each member had
   changed_ = true;
   DetachOverLimit();
+}
+
+void SlotScan::SendUnsent() {
+  // by_namespace_ may still hold members that finished (SendBatched skips them); a namespace
+  // whose members left is not found.
+  bool over_limit = false;
+  for (uint64_t key : unsent_) {
+    if (auto it = by_namespace_.find(key); it != by_namespace_.end()) {
+      for (ReadMember* m : it->second) {
+        m->SendBatched();
+        over_limit = over_limit || m->over_limit();
+      }
+    }
+  }
+  unsent_.clear();
+  if (over_limit) DetachOverLimit();
 }
 
 void SlotScan::WaitForSlowClients() {

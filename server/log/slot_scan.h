@@ -31,6 +31,7 @@
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <unordered_map>
 #include <vector>
 
@@ -111,6 +112,9 @@ class SlotScan : public std::enable_shared_from_this<SlotScan> {
   void Reindex();
   // Every member hears where the scan is (see ReadMember::OnIdle); some may finish.
   void AllIdle(bool at_end_of_partition, const absl::Status& status);
+  // Members of the namespaces in unsent_ send what they have; the others are not looked at (a
+  // ReadMany may bring a thousand). Those whose queue is then full leave as DetachOverLimit says.
+  void SendUnsent();
   // Members whose queue is full leave a shared scan, so that it never waits on another call's
   // client; each carries on with a scan of its own (ReadMember::Deliver). The exception
   // (WaitForPullingClients): the members of one ReadMany, alone in the scan, whose client keeps
@@ -150,6 +154,10 @@ class SlotScan : public std::enable_shared_from_this<SlotScan> {
   // Records below exist: the furthest end of a read that is not following.
   int64_t bounded_end_ = 0;
   bool changed_ = true;  // members_ may hold finished members; by_namespace_ is stale
+  // Namespaces whose members were handed records at the tail (past bounded_end_) since they last
+  // sent what they have: the next poll does not wait, and when librdkafka has nothing more at
+  // hand, they send (SendUnsent).
+  std::set<uint64_t> unsent_;
 
   std::mutex mu_;
   std::vector<std::shared_ptr<ReadMember>> pending_ ABSL_GUARDED_BY(mu_);
