@@ -256,11 +256,13 @@ class Client {
                    std::function<void(absl::StatusOr<std::vector<uint64_t>>)> done);
 
   // Opens a Read stream. Blocks only to start the call; errors (NOT_FOUND, OUT_OF_RANGE,
-  // UNAVAILABLE...) surface from ReadStream::Next/status(). Not retried.
+  // UNAVAILABLE...) surface from ReadStream::Next/status(). Not retried, except as
+  // ReadOptions::resume says.
   std::unique_ptr<ReadStream> OpenRead(const ReadOptions& options);
   // Streams entries in id order to `on_entry` on the calling thread until the end of the log as
   // seen when the read began, until on_entry returns false (then OK), or forever with follow.
-  // Retried on UNAVAILABLE while no entry has been delivered.
+  // Retried on UNAVAILABLE while no entry has been delivered; after that, resumed as
+  // ReadOptions::resume says.
   absl::Status Read(const ReadOptions& options,
                     const std::function<bool(v1::Entry& entry)>& on_entry);
   // Replays several namespaces on one stream, as a datanode opens its regions: `on_entry` gets
