@@ -385,6 +385,10 @@ bool ReadStream::ReadBatch() {
 }
 
 bool ReadStream::Reopen() {
+  if (options_.limit != 0 && delivered_ >= options_.limit) {
+    status_ = absl::OkStatus();  // all it asked for came; only the call's end was lost
+    return false;
+  }
   if (retries_ >= client_->options_.max_retries) return false;
   const auto sleep = RetryJitter(RetryBackoff(client_->options_.retry_backoff, retries_++));
   if (has_deadline_ && system_clock::now() + sleep >= deadline_) return false;

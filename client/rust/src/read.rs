@@ -42,6 +42,12 @@ pub struct ReadOptions {
     /// from walserver for this long (waiting for the call to open included), instead of
     /// having one deadline for the whole read. `None` (or zero): not used.
     pub progress_timeout: Option<Duration>,
+    /// After `Unavailable` (walserver restarted, the connection dropped), open the read again
+    /// past the last entry it delivered, up to [`crate::ClientOptions::max_retries`] times in a
+    /// row, instead of ending: the stream goes on as one read. Entries it delivered already are
+    /// never delivered again, also when their writer retried them and the retry lies past the
+    /// resumption point (each entry is known by its `writer_id` and `sequence`).
+    pub resume: bool,
 }
 
 impl ReadOptions {
@@ -144,6 +150,48 @@ struct Reader {
     responses: Option<Streaming<ReadResponse>>,
     items: VecDeque<ReadItem>,
     done: bool,
+    /// Set for a `Read` with `resume`: where it stands, to open it again from there.
+    resume: Option<Resume>,
+}
+
+/// Where a resumable read stands, and what it delivered.
+#[derive(Default)]
+struct Resume {
+    /// The next id past every entry and gap delivered (0: none yet).
+    position: u64,
+    /// Entries delivered, against `limit`.
+    delivered: u64,
+    /// The read's limit as asked (0: none).
+    limit: u64,
+    /// The sequences delivered per writer id, as disjoint closed ranges (first -> last).
+    seen: std::collections::HashMap<u64, std::collections::BTreeMap<u64, u64>>,
+}
+
+impl Resume {
+    /// True the first time an entry of its writer and sequence is delivered.
+    fn first_delivery(&mut self, entry: &Entry) -> bool {
+        if entry.writer_id == 0 || entry.sequence == 0 {
+            return true; // no stamp to know it by
+        }
+        let ranges = self.seen.entry(entry.writer_id).or_default();
+        let seq = entry.sequence;
+        let prev = ranges.range(..=seq).next_back().map(|(&first, &last)| (first, last));
+        if matches!(prev, Some((_, last)) if last >= seq) {
+            return false;
+        }
+        let (mut first, mut last) = (seq, seq);
+        if let Some((prev_first, prev_last)) = prev {
+            if prev_last + 1 == seq {
+                ranges.remove(&prev_first);
+                first = prev_first;
+            }
+        }
+        if let Some(next_last) = ranges.remove(&(seq + 1)) {
+            last = next_last;
+        }
+        ranges.insert(first, last);
+        true
+    }
 }
 
 impl Reader {
@@ -168,6 +216,7 @@ impl Reader {
             responses: None,
             items: VecDeque::new(),
             done: false,
+            resume: None,
         }
     }
 
@@ -184,6 +233,21 @@ impl Reader {
                             self.done = true;
                             return Some(Err(status));
                         }
+                    }
+                }
+                if let Some(resume) = self.resume.as_mut() {
+                    match &item {
+                        ReadItem::Entry(entry) => {
+                            if !resume.first_delivery(entry) {
+                                continue; // its writer retried it past where the read resumed
+                            }
+                            resume.position = entry.entry_id + 1;
+                            resume.delivered += 1;
+                        }
+                        ReadItem::Gap(gap) => {
+                            resume.position = resume.position.max(gap.to_entry_id)
+                        }
+                        ReadItem::End(_) => {}
                     }
                 }
                 self.delivered = true;
@@ -207,6 +271,7 @@ impl Reader {
             let step = step.map_err(|status| explain_progress_timeout(status, progress_at));
             match step {
                 Ok(Some(response)) => {
+                    self.retry = 0; // retries count in a row
                     self.items.extend(response.entries.into_iter().map(ReadItem::Entry));
                     self.items.extend(response.gaps.into_iter().map(ReadItem::Gap));
                     self.items.extend(response.ends.into_iter().map(ReadItem::End));
@@ -217,9 +282,15 @@ impl Reader {
                 }
                 Err(status) => {
                     self.responses = None;
+                    if matches!(&self.resume, Some(r) if r.limit != 0 && r.delivered >= r.limit) {
+                        // All it asked for came; only the call's end was lost.
+                        self.done = true;
+                        return None;
+                    }
                     if let Some(sleep) = self.retry_delay(&status) {
                         tokio::time::sleep(sleep).await;
                         self.retry += 1;
+                        self.resume_past_delivered();
                         continue;
                     }
                     self.done = true;
@@ -245,10 +316,24 @@ impl Reader {
         Ok(response.into_inner())
     }
 
+    /// A resumable read opens again past what it delivered.
+    fn resume_past_delivered(&mut self) {
+        let (Some(resume), Call::One(request)) = (self.resume.as_ref(), &mut self.call) else {
+            return;
+        };
+        if resume.position > 0 {
+            request.start_entry_id = resume.position;
+            request.start_time_ms = 0;
+        }
+        if resume.limit != 0 {
+            request.limit = resume.limit - resume.delivered; // above 0: see retry_delay
+        }
+    }
+
     /// How long to wait before reading again after `status`; None: the read ends with it.
     fn retry_delay(&self, status: &Status) -> Option<Duration> {
         if status.code() != Code::Unavailable
-            || self.delivered
+            || (self.delivered && self.resume.is_none())
             || self.retry >= self.client.inner.options.max_retries
         {
             return None;
@@ -331,13 +416,16 @@ impl Client {
             start_time_ms: options.start_time_ms,
             skip_lost: options.skip_lost,
         };
-        let reader = Reader::new(
+        let mut reader = Reader::new(
             self,
             Call::One(request),
             options.follow,
             options.timeout,
             options.progress_timeout,
         );
+        if options.resume {
+            reader.resume = Some(Resume { limit: options.limit, ..Default::default() });
+        }
         ReadManyStream { inner: reader.into_stream() }
     }
 

@@ -9,8 +9,8 @@ use common::Walserver;
 use futures_util::StreamExt;
 use walclient::log_store::{entry_id_of, LogEntry, LogStore, LogStoreOptions};
 use walclient::{
-    AppendRequest, Client, ClientOptions, Code, Entry, ReadItem, ReadManyOptions, ReadOptions,
-    ReadStart,
+    AppendRequest, Bytes, Client, ClientOptions, Code, Entry, ReadItem, ReadManyOptions,
+    ReadOptions, ReadStart,
 };
 
 fn datas(entries: &[Entry]) -> Vec<String> {
@@ -282,6 +282,63 @@ async fn a_retried_append_is_read_once() {
         assert_eq!(datas(&read), ["before", "once"], "stream {append_stream}");
         assert!(read[1].entry_id < ids[0], "the read returns the first copy");
     }
+}
+
+/// A read with `resume` whose connection dropped opens again past what it delivered, as one
+/// read: an entry whose writer retried it after the read got it, its copy lying past where the
+/// read resumed, is not delivered a second time. Without `resume` the same cut ends the read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resumed_read_delivers_an_entry_retried_past_its_resumption_once() {
+    let server = Walserver::start("resume", &[]);
+    let writer = server.client().await;
+    writer.create_namespace(1).await.unwrap();
+    let proxy = common::Proxy::start(&server.addr).await;
+    let options = ClientOptions {
+        target: proxy.addr.clone(),
+        retry_backoff: Duration::from_millis(20),
+        ..server.options()
+    };
+    let reader = Client::connect(options).await.unwrap();
+    // As a writer's first attempt and its retry would send it: same writer id and sequence.
+    let append = |sequence: u64, data: &'static str| {
+        let writer = writer.clone();
+        async move {
+            let entry = Entry {
+                namespace_id: 1,
+                data: Bytes::from_static(data.as_bytes()),
+                sequence,
+                ..Default::default()
+            };
+            writer.append(AppendRequest { entries: vec![entry], writer_id: 77 }).await.unwrap()[0]
+        }
+    };
+
+    let first = append(1, "e").await;
+    let mut read = reader.read(ReadOptions { follow: true, resume: true, ..ReadOptions::new(1) });
+    let got = read.next().await.unwrap().unwrap();
+    assert_eq!((got.data.as_ref(), got.writer_id), (b"e".as_ref(), 77));
+
+    // The read's connection drops; meanwhile the writer, which never heard its answer, retries
+    // "e", then appends "f".
+    proxy.cut_existing();
+    let copy = append(1, "e").await;
+    assert!(copy > first);
+    let last = append(2, "f").await;
+    let got = tokio::time::timeout(Duration::from_secs(30), read.next())
+        .await
+        .expect("the read did not resume")
+        .unwrap()
+        .unwrap();
+    assert_eq!(got.data.as_ref(), b"f", "entry {} (the copy is {copy})", got.entry_id);
+    assert!(proxy.connections() >= 2, "the read never opened again");
+
+    // Without resume, the same cut ends the read.
+    let mut plain =
+        reader.read(ReadOptions { follow: true, start_entry_id: last, ..ReadOptions::new(1) });
+    assert!(plain.next().await.unwrap().is_ok());
+    proxy.cut_existing();
+    let end = tokio::time::timeout(Duration::from_secs(30), plain.next()).await.unwrap();
+    assert_eq!(end.unwrap().unwrap_err().code(), Code::Unavailable);
 }
 
 /// A connection cut off without a FIN or RST (a black hole: a dropped NAT entry, a host that lost

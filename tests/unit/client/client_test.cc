@@ -181,7 +181,7 @@ TEST(Client, AResumedReadDeliversAnEntryRetriedPastItsResumptionOnce) {
   (*proxy)->CutExisting();
   const uint64_t copy = AppendStamped(*writer, 77, 1, "e");
   EXPECT_GT(copy, first);
-  AppendStamped(*writer, 77, 2, "f");
+  const uint64_t last = AppendStamped(*writer, 77, 2, "f");
 
   ASSERT_TRUE(stream->Next(&entry)) << stream->status();
   EXPECT_EQ(entry.data(), "f") << "entry " << entry.entry_id() << " (the copy is " << copy << ")";
@@ -193,7 +193,7 @@ TEST(Client, AResumedReadDeliversAnEntryRetriedPastItsResumptionOnce) {
 
   // Without resume, the same cut ends the read with UNAVAILABLE.
   read.resume = false;
-  read.start_entry_id = copy;
+  read.start_entry_id = last;
   auto plain = (*reader)->OpenRead(read);
   ASSERT_TRUE(plain->Next(&entry));
   (*proxy)->CutExisting();

@@ -262,6 +262,11 @@ impl Proxy {
         let _ = self.kill.send(());
     }
 
+    /// Breaks every connection open now, as a restarted walserver would; later ones work.
+    pub fn cut_existing(&self) {
+        let _ = self.kill.send(());
+    }
+
     pub fn start_losing_answers(&self) {
         self.swallow.store(true, std::sync::atomic::Ordering::SeqCst);
     }
