@@ -511,7 +511,9 @@ absl::Status Client::Read(const ReadOptions& options,
       if (!on_entry(entry)) return absl::OkStatus();  // the stream's destructor cancels it
     }
     const absl::Status status = stream->status();
-    if (!absl::IsUnavailable(status) || delivered || retry >= options_.max_retries ||
+    // A resumable stream has retried already.
+    if (!absl::IsUnavailable(status) || delivered || options.resume ||
+        retry >= options_.max_retries ||
         (has_deadline && system_clock::now() + backoff >= deadline)) {
       return status;
     }
