@@ -409,8 +409,10 @@ void ReadStream::Open() {
   if (has_deadline_) ctx->set_deadline(deadline_);
   v1::ReadRequest request;
   request.set_namespace_id(options_.namespace_id);
-  if (position_ > 0) {
-    request.set_start_entry_id(position_);  // past what was delivered
+  // Past what was delivered; a read from a time only once an entry came (a gap before its first
+  // entry may lie before the time: it is reported again).
+  if (position_ > 0 && (delivered_ > 0 || options_.start_time_ms == 0)) {
+    request.set_start_entry_id(position_);
   } else {
     request.set_start_entry_id(options_.start_entry_id);
     request.set_start_time_ms(options_.start_time_ms);
@@ -418,13 +420,16 @@ void ReadStream::Open() {
   if (options_.limit != 0) request.set_limit(options_.limit - delivered_);
   request.set_follow(options_.follow);
   request.set_skip_lost(options_.skip_lost);
-  // The call just ended goes before its context (the reader refers to it).
+  // The call just ended goes before its context (the reader refers to it). The new context is
+  // in place before the call starts, which may wait to connect: Cancel() reaches it meanwhile.
   reader_.reset();
-  auto reader = client_->stub_->Read(ctx.get(), request);
-  std::lock_guard<std::mutex> lock(mu_);
-  ctx_ = std::move(ctx);
-  reader_ = std::move(reader);
-  if (cancelled_) ctx_->TryCancel();
+  grpc::ClientContext* started = ctx.get();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ctx_ = std::move(ctx);
+    if (cancelled_) ctx_->TryCancel();
+  }
+  reader_ = client_->stub_->Read(started, request);
 }
 
 bool ReadStream::FirstDelivery(const v1::Entry& entry) {

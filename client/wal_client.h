@@ -136,7 +136,10 @@ struct ReadOptions {
   // the last entry it delivered, up to ClientOptions::max_retries times in a row, instead of
   // ending: the stream goes on as one read. Entries it delivered already are never delivered
   // again, also when their writer retried them and the retry lies past the resumption point
-  // (each entry is known by its writer_id and sequence). The Client must outlive the stream.
+  // (each entry is known by its writer_id and sequence; the read keeps, per writer, the ranges of
+  // sequences it delivered). A resumed read that does not follow ends at the end of the log as
+  // seen when it resumed; one with a limit may end short of it by the copies it left out. The
+  // Client must outlive the stream.
   bool resume = false;
 };
 

@@ -81,6 +81,8 @@ class ReadMember {
   // Where a scan must start for this member: its start, or past what it was handed already.
   int64_t resume_at() const { return std::max(start_, next_offset_); }
   int64_t end() const { return end_; }
+  // The slot's end when the read began: past it, a follower is at the tail.
+  int64_t caught_up_at() const { return caught_up_at_; }
   bool done() const { return done_; }
   // The queue is over its bound: the scan should detach this member (scan thread).
   bool over_limit() const { return over_limit_; }

@@ -219,8 +219,8 @@ void SlotScan::OnRecord(const rd_kafka_message_t& msg) {
   } else if (auto it = by_namespace_.find(*key); it != by_namespace_.end()) {
     const std::string_view value(static_cast<const char*>(msg.payload), msg.len);
     bool full = false;
-    // Only at the tail: a scan still reading a replay's range batches as it fetches.
-    if (msg.offset >= bounded_end_) unsent_.insert(*key);
+    // Only at the tail: a scan still reading a backlog batches as it fetches.
+    if (msg.offset >= tail_from_) unsent_.insert(*key);
     for (ReadMember* m : it->second) {
       m->OnRecord(msg.offset, *key, value);
       if (m->done()) changed_ = true;  // reached its limit
@@ -251,7 +251,9 @@ void SlotScan::Reindex() {
   min_end_ = std::numeric_limits<int64_t>::max();
   max_end_ = 0;
   bounded_end_ = 0;
+  tail_from_ = 0;
   for (const auto& m : members_) {
+    tail_from_ = std::max(tail_from_, m->caught_up_at());
     by_namespace_[m->namespace_id()].push_back(m.get());
     min_end_ = std::min(min_end_, m->end());
     max_end_ = std::max(max_end_, m->end());

@@ -154,7 +154,9 @@ class SlotScan : public std::enable_shared_from_this<SlotScan> {
   // Records below exist: the furthest end of a read that is not following.
   int64_t bounded_end_ = 0;
   bool changed_ = true;  // members_ may hold finished members; by_namespace_ is stale
-  // Namespaces whose members were handed records at the tail (past bounded_end_) since they last
+  // Records from here on are new to every member: past the slot's end when each read began.
+  int64_t tail_from_ = 0;
+  // Namespaces whose members were handed records at the tail (from tail_from_) since they last
   // sent what they have: the next poll does not wait, and when librdkafka has nothing more at
   // hand, they send (SendUnsent).
   std::set<uint64_t> unsent_;

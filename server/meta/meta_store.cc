@@ -407,10 +407,17 @@ absl::StatusOr<int64_t> MetaStore::ProduceAndApply(const std::string& key, std::
     // caller hears that the outcome is unknown.
     (*producer)->PurgeUnsent();
     if (result.wait_until(std::max(deadline, Clock::now() + std::chrono::milliseconds(10))) !=
-            std::future_status::ready ||
-        result.get().outcome != Delivery::Outcome::kNotWritten) {
+        std::future_status::ready) {
       return absl::DeadlineExceededError(
           "Kafka did not acknowledge the metadata record in time; it may still take effect");
+    }
+    const Delivery report = result.get();
+    if (report.outcome != Delivery::Outcome::kNotWritten) {
+      return absl::DeadlineExceededError(
+          "Kafka did not acknowledge the metadata record in time; it may still take effect");
+    }
+    if (report.err != RD_KAFKA_RESP_ERR__PURGE_QUEUE) {
+      return KafkaErrorToStatus(report.err, "writing the metadata record");  // refused: no effect
     }
     return absl::UnavailableError(
         "Kafka did not take the metadata record in time (is Kafka reachable?); nothing was "

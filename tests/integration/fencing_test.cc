@@ -98,8 +98,9 @@ TEST_F(FencingTest, RegionMigratesBetweenDatanodesWithoutLossOrDuplicates) {
   std::vector<Acked> a_acked;
   std::atomic<int> a_count{0};
   absl::Status a_end;
+  std::atomic<bool> give_up{false};  // set when a check below fails and returns early
   std::thread writer_a([&] {
-    for (int i = 0; i < 100000; ++i) {
+    for (int i = 0; i < 100000 && !give_up; ++i) {
       const std::string data = absl::StrCat("A", i);
       auto ids = a->Append(ns, {data});
       if (!ids.ok()) {
@@ -110,6 +111,15 @@ TEST_F(FencingTest, RegionMigratesBetweenDatanodesWithoutLossOrDuplicates) {
       ++a_count;
     }
   });
+  // A failed ASSERT below returns with A still appending: stop and join it rather than abort.
+  struct JoinOnReturn {
+    std::atomic<bool>& give_up;
+    std::thread& writer;
+    ~JoinOnReturn() {
+      give_up = true;
+      if (writer.joinable()) writer.join();
+    }
+  } join_a{give_up, writer_a};
   const auto fifty_by = Clock::now() + seconds(60);
   while (a_count < 50 && Clock::now() < fifty_by) std::this_thread::sleep_for(milliseconds(10));
   EXPECT_GE(a_count, 50) << "datanode A stopped before 50 appends (its error is checked below)";

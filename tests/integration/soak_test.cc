@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "tests/support/checker.h"
 #include "tests/support/test_util.h"
 
@@ -35,6 +36,7 @@ struct ReadCounts {
   std::map<uint64_t, std::map<std::string, uint64_t>> first_read_of;
   uint64_t resumed_copies = 0;               // got again by a later read, under mu
   std::atomic<uint64_t> copies_left_out{0};  // retried copies a resumed read left out
+  std::vector<std::string> ended_early;      // how follow reads ended before the test did, under mu
   uint64_t duplicates = 0;                   // got twice by one read: a defect, under mu
   std::map<uint64_t, int64_t> last_id;       // the id of the last entry received, under mu
   std::atomic<uint64_t> out_of_order{0};     // an id not above the one before, within a namespace
@@ -87,6 +89,10 @@ void Follow(const std::string& address, uint64_t ns, bool stall, uint32_t seed,
     ended = true;
     canceller.join();
     counts.copies_left_out += stream->resumed_copies();
+    if (!stop.load()) {  // the client gave up resuming: the next read starts anew
+      std::lock_guard<std::mutex> lock(counts.mu);
+      counts.ended_early.push_back(stream->status().ToString());
+    }
     if (!stop.load()) std::this_thread::sleep_for(milliseconds(100));  // walserver restarting
   }
 }
@@ -227,6 +233,10 @@ TEST(SoakTest, StallingReadersFollowersAndCrashesInsideSplitEntries) {
     EXPECT_EQ(follow_counts.first_read_of[ns].size(), log.size()) << "namespace " << ns;
   }
   for (const ReadCounts* counts : {&follow_counts, &stall_counts}) {
+    // A read started anew may read a retried copy of an entry an earlier one got (the gap of
+    // reads that start between the copies): resumed reads must not end.
+    EXPECT_TRUE(counts->ended_early.empty())
+        << "follow reads ended: " << absl::StrJoin(counts->ended_early, "; ");
     EXPECT_EQ(counts->duplicates, 0u) << "a follow read delivered an entry twice";
     EXPECT_EQ(counts->resumed_copies, 0u) << "a follower got an entry again in a later read";
   }

@@ -357,6 +357,8 @@ TEST(MockFaults, FatalProducerErrorReplacesTheProducer) {
   options.topic_prefix = UniqueName("fault");
   auto server = WalServer::Start(options);
   ASSERT_TRUE(server.ok()) << server.status();
+  // Before the client: its callback may still run while the client goes, should a check fail.
+  std::promise<absl::Status> in_flight;
   auto client = Connect((*server)->address(), seconds(5));
   ASSERT_TRUE(client->CreateNamespace(1).ok());
   ASSERT_TRUE(client->Append(1, {"before"}).ok());
@@ -364,7 +366,6 @@ TEST(MockFaults, FatalProducerErrorReplacesTheProducer) {
   // An append stuck in a producer's queue (the broker is down) when the fatal error comes.
   rd_kafka_mock_cluster_t* cluster = (*server)->mock_cluster()->cluster();
   ASSERT_EQ(rd_kafka_mock_broker_set_down(cluster, 1), RD_KAFKA_RESP_ERR_NO_ERROR);
-  std::promise<absl::Status> in_flight;
   v1::AppendRequest stuck;
   stuck.add_entries()->set_namespace_id(1);
   stuck.mutable_entries(0)->set_data("in flight");

@@ -46,7 +46,10 @@ pub struct ReadOptions {
     /// past the last entry it delivered, up to [`crate::ClientOptions::max_retries`] times in a
     /// row, instead of ending: the stream goes on as one read. Entries it delivered already are
     /// never delivered again, also when their writer retried them and the retry lies past the
-    /// resumption point (each entry is known by its `writer_id` and `sequence`).
+    /// resumption point (each entry is known by its `writer_id` and `sequence`; the read keeps,
+    /// per writer, the ranges of sequences it delivered). A resumed read that does not follow
+    /// ends at the end of the log as seen when it resumed; one with a limit may end short of it
+    /// by the copies it left out.
     pub resume: bool,
 }
 
@@ -186,7 +189,7 @@ impl Resume {
                 first = prev_first;
             }
         }
-        if let Some(next_last) = ranges.remove(&(seq + 1)) {
+        if let Some(next_last) = seq.checked_add(1).and_then(|next| ranges.remove(&next)) {
             last = next_last;
         }
         ranges.insert(first, last);
@@ -321,7 +324,9 @@ impl Reader {
         let (Some(resume), Call::One(request)) = (self.resume.as_ref(), &mut self.call) else {
             return;
         };
-        if resume.position > 0 {
+        // Past what was delivered; a read from a time only once an entry came (a gap before its
+        // first entry may lie before the time: it is reported again).
+        if resume.position > 0 && (resume.delivered > 0 || request.start_time_ms == 0) {
             request.start_entry_id = resume.position;
             request.start_time_ms = 0;
         }
