@@ -360,7 +360,7 @@ bool ReadStream::Next(v1::Entry* entry) {
         return false;
       }
     }
-    if (options_.resume && !FirstDelivery(*entry)) {
+    if (options_.resume && !seen_.Add(entry->writer_id(), entry->sequence())) {
       ++resumed_copies_;  // its writer retried it, and the retry lies past where the read resumed
       continue;
     }
@@ -430,27 +430,6 @@ void ReadStream::Open() {
     if (cancelled_) ctx_->TryCancel();
   }
   reader_ = client_->stub_->Read(started, request);
-}
-
-bool ReadStream::FirstDelivery(const v1::Entry& entry) {
-  if (entry.writer_id() == 0 || entry.sequence() == 0) return true;  // no stamp to know it by
-  std::map<uint64_t, uint64_t>& ranges = seen_[entry.writer_id()];
-  const uint64_t seq = entry.sequence();
-  auto next = ranges.upper_bound(seq);  // the first range starting after seq
-  auto prev = next == ranges.begin() ? ranges.end() : std::prev(next);
-  if (prev != ranges.end() && prev->second >= seq) return false;
-  uint64_t first = seq;
-  uint64_t last = seq;
-  if (prev != ranges.end() && prev->second + 1 == seq) {
-    first = prev->first;
-    ranges.erase(prev);
-  }
-  if (next != ranges.end() && next->first == seq + 1) {
-    last = next->second;
-    ranges.erase(next);
-  }
-  ranges[first] = last;
-  return true;
 }
 
 absl::Status CheckEntryChecksum(const v1::Entry& entry) {

@@ -57,6 +57,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "server/common/seen_sequences.h"
 #include "wal/v1/wal.grpc.pb.h"
 
 namespace wal {
@@ -187,8 +188,6 @@ class ReadStream {
   // With resume: opens the read again past what was delivered, after a backoff that Cancel()
   // cuts short; false when it must not (cancelled, out of retries or of time).
   bool Reopen();
-  // With resume: true the first time an entry of this writer and sequence is seen.
-  bool FirstDelivery(const v1::Entry& entry);
   // Opens the call from where the read stands.
   void Open();
 
@@ -211,8 +210,7 @@ class ReadStream {
   uint64_t position_ = 0;   // the next id past every entry and gap delivered (0: none yet)
   uint64_t delivered_ = 0;  // entries delivered, against options_.limit
   int retries_ = 0;         // resumptions in a row without a message in between
-  // With resume: the sequences delivered per writer id, as disjoint closed ranges.
-  std::map<uint64_t, std::map<uint64_t, uint64_t>> seen_;
+  SeenSequences seen_;      // with resume: the entries delivered
   uint64_t resumed_copies_ = 0;
 };
 

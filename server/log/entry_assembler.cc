@@ -90,7 +90,7 @@ void EntryAssembler::Complete(int64_t first_offset, const RecordHeader& header, 
     return;
   }
   if (Crc32c(data) != header.entry_crc) {
-    if (Seen(header.stamp)) {
+    if (seen_.Contains(header.stamp.writer_id, header.stamp.sequence)) {
       ++duplicates_;
     } else {
       ++skipped_;
@@ -148,41 +148,6 @@ void EntryAssembler::DropTorn(const RecordHeader& next, std::vector<AssembledEnt
   if (dropped) Release(out);
 }
 
-bool EntryAssembler::Seen(const EntryStamp& stamp) const {
-  if (stamp.writer_id == 0 || stamp.sequence == 0) return false;
-  auto writer = seen_.find(stamp.writer_id);
-  if (writer == seen_.end()) return false;
-  auto next = writer->second.upper_bound(stamp.sequence);
-  return next != writer->second.begin() && std::prev(next)->second >= stamp.sequence;
-}
-
-bool EntryAssembler::FirstCopy(const EntryStamp& stamp) {
-  if (stamp.writer_id == 0 || stamp.sequence == 0) return true;
-  std::map<uint64_t, uint64_t>& ranges = seen_[stamp.writer_id];
-  const uint64_t seq = stamp.sequence;
-  auto next = ranges.upper_bound(seq);  // first range starting after seq
-  if (next != ranges.begin()) {
-    auto prev = std::prev(next);
-    if (prev->second >= seq) return false;  // inside a seen range
-    if (prev->second + 1 == seq) {          // extends prev
-      prev->second = seq;
-      if (next != ranges.end() && next->first == seq + 1) {
-        prev->second = next->second;
-        ranges.erase(next);
-      }
-      return true;
-    }
-  }
-  if (next != ranges.end() && next->first == seq + 1) {  // extends next downwards
-    const uint64_t last = next->second;
-    ranges.erase(next);
-    ranges.emplace(seq, last);
-    return true;
-  }
-  ranges.emplace(seq, seq);
-  return true;
-}
-
 void EntryAssembler::Release(std::vector<AssembledEntry>* out) {
   int64_t oldest_partial = std::numeric_limits<int64_t>::max();
   for (const auto& [nonce, p] : partials_)
@@ -190,7 +155,7 @@ void EntryAssembler::Release(std::vector<AssembledEntry>* out) {
   while (!ready_.empty() && ready_.begin()->first < oldest_partial) {
     auto node = ready_.extract(ready_.begin());
     ready_bytes_ -= node.mapped().data.size();
-    if (!FirstCopy(node.mapped().stamp)) {
+    if (!seen_.Add(node.mapped().stamp.writer_id, node.mapped().stamp.sequence)) {
       ++duplicates_;
       continue;
     }

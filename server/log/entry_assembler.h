@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "server/common/seen_sequences.h"
 #include "server/log/record_format.h"
 
 namespace wal {
@@ -92,10 +93,6 @@ class EntryAssembler {
   void Complete(int64_t first_offset, const RecordHeader& header, std::string data,
                 std::vector<AssembledEntry>* out);
   void Release(std::vector<AssembledEntry>* out);
-  // True the first time a (writer, sequence) is seen.
-  bool FirstCopy(const EntryStamp& stamp);
-  // True when an entry of that (writer, sequence) was handed out already.
-  bool Seen(const EntryStamp& stamp) const;
   // Gives up on the incomplete entries that `next` (the record after them) shows to be torn.
   void DropTorn(const RecordHeader& next, std::vector<AssembledEntry>* out);
   enum class Fate { kMayComplete, kTorn, kFenced };
@@ -106,10 +103,8 @@ class EntryAssembler {
   int64_t torn_after_ms_;
   std::map<uint64_t, Partial> partials_;     // by nonce
   std::map<int64_t, AssembledEntry> ready_;  // complete, held back; by entry id
-  // Sequences seen per writer id, as disjoint closed ranges (first -> last): retries and
-  // concurrent appends may arrive out of order, but the ranges stay few.
-  std::map<uint64_t, std::map<uint64_t, uint64_t>> seen_;
-  std::vector<Corrupt> corrupt_;  // see TakeCorrupt
+  SeenSequences seen_;                       // of the entries handed out
+  std::vector<Corrupt> corrupt_;             // see TakeCorrupt
   uint64_t skipped_ = 0;
   uint64_t fenced_ = 0;
   uint64_t duplicates_ = 0;
