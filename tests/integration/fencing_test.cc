@@ -260,7 +260,9 @@ TEST_F(FencingTest, RandomSchedulesKeepEveryAcknowledgedEntryExactlyOnce) {
   while (std::chrono::steady_clock::now() < end) {
     std::this_thread::sleep_for(milliseconds(3000 + chaos() % 3000));
     if (std::chrono::steady_clock::now() >= end) break;
-    ASSERT_TRUE(servers[chaos() % 2]->Restart().ok());
+    const absl::Status restarted = servers[chaos() % 2]->Restart();
+    EXPECT_TRUE(restarted.ok()) << restarted;  // the datanodes stop and join below either way
+    if (!restarted.ok()) break;
     ++restarts;
   }
   stop = true;
