@@ -1,9 +1,6 @@
 #include "server/rpc/wal_service.h"
 
 #include <algorithm>
-#include <deque>
-#include <future>
-#include <limits>
 #include <map>
 #include <set>
 
@@ -13,19 +10,14 @@
 #include "server/common/crc32c.h"
 #include "server/common/deadline.h"
 #include "server/kafka/admin.h"
+#include "server/log/fencing.h"
 #include "server/rpc/grpc_status.h"
+#include "server/rpc/read_stream.h"
+#include "server/rpc/request_checks.h"
 #include "spdlog/spdlog.h"
 
 namespace wal {
 namespace {
-
-absl::Status CheckId(uint64_t namespace_id, absl::string_view field = "namespace_id") {
-  if (namespace_id == 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(field, " 0 is reserved; use an id of 1 or more"));
-  }
-  return absl::OkStatus();
-}
 
 // Bytes of an append counted against --max_inflight_append_bytes for as long as this lives. It
 // may outlive the service (records reported after shutdown), so it shares the counter.
@@ -42,101 +34,11 @@ class HeldBytes {
   uint64_t bytes_;
 };
 
-absl::Status NotFound(uint64_t namespace_id) {
-  return absl::NotFoundError(
-      absl::StrCat("namespace ", namespace_id, " not found; create it with CreateNamespace"));
-}
-
 grpc::ServerUnaryReactor* FinishNow(grpc::CallbackServerContext* ctx, const absl::Status& status) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   reactor->Finish(ToGrpcStatus(status));
   return reactor;
 }
-
-// One Read stream. The read's thread pushes batches in through the ReadSink side; gRPC's
-// reactions drain them, one write in flight at a time.
-class ReadReactor final : public grpc::ServerWriteReactor<v1::ReadResponse> {
- public:
-  class Bridge final : public ReadSink {
-   public:
-    explicit Bridge(ReadReactor* reactor) : reactor_(reactor) {}
-
-    bool Send(v1::ReadResponse batch) override {
-      std::unique_lock<std::mutex> lock(mu_);
-      // At most one batch waits behind the one being written: the reader cannot run ahead.
-      cv_.wait(lock, [this] { return cancelled_ || queue_.size() < 2; });
-      if (cancelled_) return false;
-      queue_.push_back(std::move(batch));
-      if (writing_) return true;
-      writing_ = true;
-      const v1::ReadResponse* next = &queue_.front();
-      lock.unlock();
-      reactor_->StartWrite(next);
-      return true;
-    }
-
-    bool cancelled() const override {
-      std::lock_guard<std::mutex> lock(mu_);
-      return cancelled_;
-    }
-
-    void Finish(absl::Status status) override {
-      std::unique_lock<std::mutex> lock(mu_);
-      if (writing_) {  // finish once the queued batches are written
-        final_status_ = std::move(status);
-        return;
-      }
-      lock.unlock();
-      reactor_->Finish(ToGrpcStatus(status));
-    }
-
-    // From OnWriteDone.
-    void WriteDone(bool ok) {
-      std::unique_lock<std::mutex> lock(mu_);
-      queue_.pop_front();
-      if (!ok) cancelled_ = true;
-      cv_.notify_all();
-      if (!queue_.empty() && ok) {
-        const v1::ReadResponse* next = &queue_.front();
-        lock.unlock();
-        reactor_->StartWrite(next);
-        return;
-      }
-      writing_ = false;
-      if (final_status_) {
-        const absl::Status status = std::move(*final_status_);
-        final_status_.reset();
-        lock.unlock();
-        reactor_->Finish(ToGrpcStatus(ok ? status : absl::CancelledError("client went away")));
-      }
-    }
-
-    void Cancel() {
-      std::lock_guard<std::mutex> lock(mu_);
-      cancelled_ = true;
-      cv_.notify_all();
-    }
-
-   private:
-    ReadReactor* const reactor_;
-    mutable std::mutex mu_;
-    std::condition_variable cv_;
-    std::deque<v1::ReadResponse> queue_ ABSL_GUARDED_BY(mu_);
-    bool writing_ ABSL_GUARDED_BY(mu_) = false;
-    bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
-    std::optional<absl::Status> final_status_ ABSL_GUARDED_BY(mu_);
-  };
-
-  ReadReactor() : bridge_(std::make_shared<Bridge>(this)) {}
-  std::shared_ptr<Bridge> bridge() { return bridge_; }
-
-  void OnWriteDone(bool ok) override { bridge_->WriteDone(ok); }
-  void OnCancel() override { bridge_->Cancel(); }
-  void OnDone() override { delete this; }
-
- private:
-  std::shared_ptr<Bridge> bridge_;
-};
 
 // A stream refused before it began (authentication).
 class RefusedStream final
@@ -168,10 +70,8 @@ WalServiceImpl::WalServiceImpl(ServiceOptions options, MetaStore* meta, EntryWri
       stages_(metrics, options_.slow_append),
       admin_pool_(options.admin_threads) {}
 
-Clock::time_point WalServiceImpl::AdminDeadline(grpc::CallbackServerContext* ctx) const {
-  const Clock::time_point caller = SteadyDeadline(*ctx);
-  const Clock::time_point own = Clock::now() + options_.admin_timeout;
-  return std::min(own, AnswerBy(caller));
+Clock::time_point WalServiceImpl::AdminDeadline(Clock::time_point caller) const {
+  return Within(AnswerBy(caller), options_.admin_timeout);
 }
 
 absl::StatusOr<int64_t> WalServiceImpl::SlotEnd(const Slot& slot,
@@ -188,25 +88,6 @@ void WalServiceImpl::Fill(const NamespaceState& state, int64_t slot_end, v1::Nam
   out->set_epoch(state.epoch);
 }
 
-absl::Status WalServiceImpl::Authenticate(const grpc::CallbackServerContext& ctx) const {
-  if (options_.auth_token.empty()) return absl::OkStatus();
-  const auto& metadata = ctx.client_metadata();
-  auto it = metadata.find("authorization");
-  if (it == metadata.end()) {
-    return absl::UnauthenticatedError(
-        "this walserver requires a bearer token: send metadata 'authorization: Bearer <token>'");
-  }
-  const std::string expected = "Bearer " + options_.auth_token;
-  const grpc::string_ref& got = it->second;
-  // Compare in constant time, so that the answer's timing does not reveal the token.
-  unsigned char diff = got.size() != expected.size();
-  for (size_t i = 0; i < expected.size(); ++i) {
-    diff |= static_cast<unsigned char>(expected[i] ^ (i < got.size() ? got.data()[i] : 0));
-  }
-  if (diff != 0) return absl::UnauthenticatedError("the bearer token is not valid");
-  return absl::OkStatus();
-}
-
 absl::StatusOr<NamespaceState> WalServiceImpl::Lookup(uint64_t namespace_id,
                                                       Clock::time_point deadline) const {
   if (std::optional<NamespaceState> state = meta_->Get(namespace_id)) return *state;
@@ -219,7 +100,7 @@ absl::StatusOr<NamespaceState> WalServiceImpl::Lookup(uint64_t namespace_id,
 grpc::ServerUnaryReactor* WalServiceImpl::Defer(
     grpc::CallbackServerContext* ctx, std::function<absl::Status(Clock::time_point)> work) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  const Clock::time_point deadline = AdminDeadline(ctx);
+  const Clock::time_point deadline = AdminDeadline(SteadyDeadline(*ctx));
   admin_pool_.Post([reactor, deadline, work = std::move(work)] {
     // Work that waited in the queue past its deadline is dropped: its caller is gone.
     if (Clock::now() >= deadline) {
@@ -235,7 +116,7 @@ grpc::ServerUnaryReactor* WalServiceImpl::Defer(
 grpc::ServerUnaryReactor* WalServiceImpl::CreateNamespace(grpc::CallbackServerContext* ctx,
                                                           const v1::CreateNamespaceRequest* request,
                                                           v1::CreateNamespaceResponse* response) {
-  if (absl::Status s = Authenticate(*ctx); !s.ok()) return FinishNow(ctx, s);
+  if (absl::Status s = auth_.Check(*ctx); !s.ok()) return FinishNow(ctx, s);
   if (absl::Status s = CheckId(request->namespace_id()); !s.ok()) return FinishNow(ctx, s);
   return Defer(ctx, [this, request, response](Clock::time_point deadline) -> absl::Status {
     auto result = meta_->Create(
@@ -271,7 +152,7 @@ absl::Status WalServiceImpl::PrepareAppend(const v1::AppendRequest& request,
     const v1::Entry& entry = request.entries(i);
     // The field's name only for a bad entry: this runs for every entry appended.
     if (entry.namespace_id() == 0) {
-      return CheckId(0, absl::StrCat("entries[", i, "].namespace_id"));
+      return CheckId(0, absl::StrCat("entries[", i, "]."));
     }
     if (entry.data().size() > options_.max_entry_bytes) {
       return absl::InvalidArgumentError(
@@ -398,11 +279,12 @@ void WalServiceImpl::DoAppend(std::shared_ptr<const v1::AppendRequest> request,
 grpc::ServerUnaryReactor* WalServiceImpl::Append(grpc::CallbackServerContext* ctx,
                                                  const v1::AppendRequest* request,
                                                  v1::AppendResponse* response) {
-  if (absl::Status s = Authenticate(*ctx); !s.ok()) return FinishNow(ctx, s);
+  if (absl::Status s = auth_.Check(*ctx); !s.ok()) return FinishNow(ctx, s);
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   // gRPC keeps the request until the call finishes, which is after `done` ran.
   std::shared_ptr<const v1::AppendRequest> unowned(request, [](const v1::AppendRequest*) {});
-  DoAppend(std::move(unowned), SteadyDeadline(*ctx), AdminDeadline(ctx),
+  const Clock::time_point deadline = SteadyDeadline(*ctx);
+  DoAppend(std::move(unowned), deadline, AdminDeadline(deadline),
            [reactor, response](absl::StatusOr<std::vector<uint64_t>> ids) {
              if (!ids.ok()) {
                reactor->Finish(ToGrpcStatus(ids.status()));
@@ -414,43 +296,14 @@ grpc::ServerUnaryReactor* WalServiceImpl::Append(grpc::CallbackServerContext* ct
   return reactor;
 }
 
-namespace {
-
-// start_time_ms: one start or the other, and a time Kafka can hold (ms since the epoch, int64).
-absl::Status CheckStartTime(const v1::ReadRequest& read, absl::string_view field_prefix,
-                            ReadParams* params) {
-  if (read.start_time_ms() == 0) return absl::OkStatus();
-  if (read.start_entry_id() != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field_prefix, "start_entry_id ", read.start_entry_id(), " and ", field_prefix,
-        "start_time_ms ", read.start_time_ms(), " both say where to start; give one or the other"));
-  }
-  if (read.start_time_ms() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(field_prefix, "start_time_ms ", read.start_time_ms(),
-                     " is not a time: milliseconds since the Unix epoch, at most 2^63-1"));
-  }
-  params->start_time_ms = static_cast<int64_t>(read.start_time_ms());
-  return absl::OkStatus();
-}
-
-}  // namespace
-
 grpc::ServerWriteReactor<v1::ReadResponse>* WalServiceImpl::Read(grpc::CallbackServerContext* ctx,
                                                                  const v1::ReadRequest* request) {
-  auto* reactor = new ReadReactor();
-  absl::Status status = Authenticate(*ctx);
-  if (status.ok()) status = CheckId(request->namespace_id());
+  auto* reactor = new ReadStreamReactor();
+  absl::Status status = auth_.Check(*ctx);
   if (status.ok()) {
-    ReadParams params;
-    params.namespace_id = request->namespace_id();
-    params.start_entry_id = request->start_entry_id();
-    params.limit = request->limit();
-    params.follow = request->follow();
-    params.skip_lost = request->skip_lost();
-    params.deadline = SteadyDeadline(*ctx);
-    status = CheckStartTime(*request, "", &params);
-    if (status.ok()) status = reader_->Start(params, reactor->bridge());
+    absl::StatusOr<ReadParams> params =
+        ReadParamsFrom(*request, request->follow(), SteadyDeadline(*ctx));
+    status = params.ok() ? reader_->Start(*params, reactor->sink()) : params.status();
   }
   if (!status.ok()) reactor->Finish(ToGrpcStatus(status));
   return reactor;
@@ -458,7 +311,7 @@ grpc::ServerWriteReactor<v1::ReadResponse>* WalServiceImpl::Read(grpc::CallbackS
 
 grpc::ServerBidiReactor<v1::AppendStreamRequest, v1::AppendStreamResponse>*
 WalServiceImpl::AppendStream(grpc::CallbackServerContext* ctx) {
-  if (absl::Status s = Authenticate(*ctx); !s.ok()) return new RefusedStream(s);
+  if (absl::Status s = auth_.Check(*ctx); !s.ok()) return new RefusedStream(s);
   std::lock_guard<std::mutex> lock(streams_mu_);
   if (streams_stopped_) {
     return new RefusedStream(absl::UnavailableError("walserver is shutting down"));
@@ -466,9 +319,7 @@ WalServiceImpl::AppendStream(grpc::CallbackServerContext* ctx) {
   auto* stream = new AppendStreamReactor(
       [this](std::shared_ptr<const v1::AppendRequest> request, Clock::time_point deadline,
              AppendDone done) {
-        const Clock::time_point admin_deadline =
-            std::min(Clock::now() + options_.admin_timeout, AnswerBy(deadline));
-        DoAppend(std::move(request), deadline, admin_deadline, std::move(done));
+        DoAppend(std::move(request), deadline, AdminDeadline(deadline), std::move(done));
       },
       SteadyDeadline(*ctx), metrics_, &stages_,
       [this](AppendStreamReactor* done) {
@@ -493,8 +344,8 @@ bool WalServiceImpl::WaitForStreams(Clock::time_point deadline) {
 
 grpc::ServerWriteReactor<v1::ReadResponse>* WalServiceImpl::ReadMany(
     grpc::CallbackServerContext* ctx, const v1::ReadManyRequest* request) {
-  auto* reactor = new ReadReactor();
-  absl::Status status = Authenticate(*ctx);
+  auto* reactor = new ReadStreamReactor();
+  absl::Status status = auth_.Check(*ctx);
   if (status.ok() && request->reads_size() > kMaxReadManyNamespaces) {
     status =
         absl::InvalidArgumentError(absl::StrCat("a ReadMany names at most ", kMaxReadManyNamespaces,
@@ -504,22 +355,18 @@ grpc::ServerWriteReactor<v1::ReadResponse>* WalServiceImpl::ReadMany(
   std::set<uint64_t> seen;
   for (int i = 0; status.ok() && i < request->reads_size(); ++i) {
     const v1::ReadRequest& read = request->reads(i);
-    status = CheckId(read.namespace_id(), absl::StrCat("reads[", i, "].namespace_id"));
-    if (status.ok() && !seen.insert(read.namespace_id()).second) {
+    absl::StatusOr<ReadParams> params = ReadParamsFrom(
+        read, request->follow(), SteadyDeadline(*ctx), absl::StrCat("reads[", i, "]."));
+    if (!params.ok()) {
+      status = params.status();
+    } else if (!seen.insert(read.namespace_id()).second) {
       status = absl::InvalidArgumentError(absl::StrCat(
           "reads[", i, "]: namespace ", read.namespace_id(), " is named twice in one ReadMany"));
+    } else {
+      reads.push_back(*std::move(params));
     }
-    ReadParams params;
-    params.namespace_id = read.namespace_id();
-    params.start_entry_id = read.start_entry_id();
-    params.limit = read.limit();
-    params.follow = request->follow();
-    params.skip_lost = read.skip_lost();
-    params.deadline = SteadyDeadline(*ctx);
-    if (status.ok()) status = CheckStartTime(read, absl::StrCat("reads[", i, "]."), &params);
-    reads.push_back(params);
   }
-  if (status.ok()) status = reader_->StartMany(std::move(reads), reactor->bridge());
+  if (status.ok()) status = reader_->StartMany(std::move(reads), reactor->sink());
   if (!status.ok()) reactor->Finish(ToGrpcStatus(status));
   return reactor;
 }
@@ -527,7 +374,7 @@ grpc::ServerWriteReactor<v1::ReadResponse>* WalServiceImpl::ReadMany(
 grpc::ServerUnaryReactor* WalServiceImpl::Truncate(grpc::CallbackServerContext* ctx,
                                                    const v1::TruncateRequest* request,
                                                    v1::TruncateResponse* response) {
-  if (absl::Status s = Authenticate(*ctx); !s.ok()) return FinishNow(ctx, s);
+  if (absl::Status s = auth_.Check(*ctx); !s.ok()) return FinishNow(ctx, s);
   if (absl::Status s = CheckId(request->namespace_id()); !s.ok()) return FinishNow(ctx, s);
   return Defer(ctx, [this, request, response](Clock::time_point deadline) -> absl::Status {
     const uint64_t ns_id = request->namespace_id();
@@ -553,7 +400,7 @@ grpc::ServerUnaryReactor* WalServiceImpl::Truncate(grpc::CallbackServerContext* 
 grpc::ServerUnaryReactor* WalServiceImpl::GetNamespace(grpc::CallbackServerContext* ctx,
                                                        const v1::GetNamespaceRequest* request,
                                                        v1::GetNamespaceResponse* response) {
-  if (absl::Status s = Authenticate(*ctx); !s.ok()) return FinishNow(ctx, s);
+  if (absl::Status s = auth_.Check(*ctx); !s.ok()) return FinishNow(ctx, s);
   if (absl::Status s = CheckId(request->namespace_id()); !s.ok()) return FinishNow(ctx, s);
   return Defer(ctx, [this, request, response](Clock::time_point deadline) -> absl::Status {
     absl::StatusOr<NamespaceState> state = Lookup(request->namespace_id(), deadline);
@@ -568,7 +415,7 @@ grpc::ServerUnaryReactor* WalServiceImpl::GetNamespace(grpc::CallbackServerConte
 grpc::ServerUnaryReactor* WalServiceImpl::ListNamespaces(grpc::CallbackServerContext* ctx,
                                                          const v1::ListNamespacesRequest* request,
                                                          v1::ListNamespacesResponse* response) {
-  if (absl::Status s = Authenticate(*ctx); !s.ok()) return FinishNow(ctx, s);
+  if (absl::Status s = auth_.Check(*ctx); !s.ok()) return FinishNow(ctx, s);
   uint64_t after = 0;
   if (!request->page_token().empty() && !absl::SimpleAtoi(request->page_token(), &after)) {
     return FinishNow(ctx, absl::InvalidArgumentError(absl::StrCat(
@@ -599,7 +446,7 @@ grpc::ServerUnaryReactor* WalServiceImpl::ListNamespaces(grpc::CallbackServerCon
 grpc::ServerUnaryReactor* WalServiceImpl::DeleteNamespace(grpc::CallbackServerContext* ctx,
                                                           const v1::DeleteNamespaceRequest* request,
                                                           v1::DeleteNamespaceResponse* response) {
-  if (absl::Status s = Authenticate(*ctx); !s.ok()) return FinishNow(ctx, s);
+  if (absl::Status s = auth_.Check(*ctx); !s.ok()) return FinishNow(ctx, s);
   if (absl::Status s = CheckId(request->namespace_id()); !s.ok()) return FinishNow(ctx, s);
   return Defer(ctx, [this, request](Clock::time_point deadline) -> absl::Status {
     if (auto state = Lookup(request->namespace_id(), deadline); !state.ok()) return state.status();
@@ -612,50 +459,25 @@ grpc::ServerUnaryReactor* WalServiceImpl::DeleteNamespace(grpc::CallbackServerCo
 grpc::ServerUnaryReactor* WalServiceImpl::AcquireNamespace(
     grpc::CallbackServerContext* ctx, const v1::AcquireNamespaceRequest* request,
     v1::AcquireNamespaceResponse* response) {
-  if (absl::Status s = Authenticate(*ctx); !s.ok()) return FinishNow(ctx, s);
+  if (absl::Status s = auth_.Check(*ctx); !s.ok()) return FinishNow(ctx, s);
   if (absl::Status s = CheckId(request->namespace_id()); !s.ok()) return FinishNow(ctx, s);
   return Defer(ctx, [this, request, response](Clock::time_point deadline) -> absl::Status {
     const uint64_t ns_id = request->namespace_id();
     if (auto known = Lookup(ns_id, deadline); !known.ok()) return known.status();
-    // 1. The new epoch, in the metadata topic: from now on this server refuses older epochs,
-    //    and so does every other one once it has read that far.
-    auto state = meta_->Acquire(ns_id, deadline);
-    if (!state.ok()) return state.status();
-    const uint64_t epoch = state->epoch;
-    // 2. The fence in the slot: a server that has not read the new epoch yet may still write
-    //    older ones, but readers drop whatever of them lands after the fence.
-    std::promise<absl::StatusOr<std::vector<uint64_t>>> fenced;
-    AppendItem fence{state->slot, ns_id, {}, EntryStamp{epoch, 0, 0}, /*fence=*/true};
-    writer_->Append({fence}, deadline, [&fenced](absl::StatusOr<std::vector<uint64_t>> ids) {
-      fenced.set_value(std::move(ids));
-    });
-    absl::StatusOr<std::vector<uint64_t>> fence_at = fenced.get_future().get();
-    // From here on the call has taken effect: a failure says so (DEADLINE_EXCEEDED, never a
-    // code that promises nothing changed).
-    if (!fence_at.ok()) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "epoch ", epoch, " of namespace ", ns_id, " was recorded but its fence was not written (",
-          fence_at.status().ToString(), "); acquire again"));
-    }
-    // 3. Where the fence lies, so that reads starting after it know the epoch it set.
-    state = meta_->RecordFence(ns_id, Fence{epoch, static_cast<int64_t>((*fence_at)[0])}, deadline);
-    if (!state.ok()) {
-      return absl::DeadlineExceededError(absl::StrCat("epoch ", epoch, " of namespace ", ns_id,
-                                                      " and its fence were written, but not where "
-                                                      "the fence lies (",
-                                                      state.status().ToString(),
-                                                      "); acquire again"));
-    }
-    auto end = SlotEnd(state->slot, deadline);
+    absl::StatusOr<Acquired> acquired = AcquireAndFence(*meta_, *writer_, ns_id, deadline);
+    if (!acquired.ok()) return acquired.status();
+    const uint64_t epoch = acquired->epoch;
+    const NamespaceState& state = acquired->state;
+    auto end = SlotEnd(state.slot, deadline);
     if (!end.ok()) {
       return absl::DeadlineExceededError(
           absl::StrCat("namespace ", ns_id, " was acquired with epoch ", epoch,
                        ", but its end was not read (", end.status().ToString(), ")"));
     }
-    Fill(*state, *end, response->mutable_namespace_());
+    Fill(state, *end, response->mutable_namespace_());
     response->set_epoch(epoch);
     spdlog::info("namespace {} acquired with epoch {}, fence at offset {}", ns_id, epoch,
-                 (*fence_at)[0]);
+                 acquired->fence_offset);
     return absl::OkStatus();
   });
 }

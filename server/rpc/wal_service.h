@@ -27,6 +27,7 @@
 #include "server/meta/shared_catch_up.h"
 #include "server/rpc/append_stages.h"
 #include "server/rpc/append_stream.h"
+#include "server/rpc/bearer_token.h"
 #include "wal/v1/wal.grpc.pb.h"
 
 namespace wal {
@@ -119,9 +120,9 @@ class WalServiceImpl final : public v1::WalService::CallbackService {
   // Runs `work` on the admin pool and finishes the call with its status.
   grpc::ServerUnaryReactor* Defer(grpc::CallbackServerContext* ctx,
                                   std::function<absl::Status(Clock::time_point)> work);
-  Clock::time_point AdminDeadline(grpc::CallbackServerContext* ctx) const;
-  // OK when no token is configured or the call carries the right one.
-  absl::Status Authenticate(const grpc::CallbackServerContext& ctx) const;
+  // How long an admin call (or an append's catch-up with the metadata topic) may wait on Kafka
+  // for a caller whose deadline is `caller`.
+  Clock::time_point AdminDeadline(Clock::time_point caller) const;
   // The namespace; when this server does not know it, after catching up with the metadata topic
   // (it may have been created through another server a moment ago). NOT_FOUND if still unknown.
   absl::StatusOr<NamespaceState> Lookup(uint64_t namespace_id, Clock::time_point deadline) const;
@@ -130,6 +131,7 @@ class WalServiceImpl final : public v1::WalService::CallbackService {
   void Fill(const NamespaceState& state, int64_t slot_end, v1::Namespace* out) const;
 
   const ServiceOptions options_;
+  const BearerToken auth_{options_.auth_token};
   MetaStore* const meta_;
   EntryWriter* const writer_;
   EntryReader* const reader_;

@@ -1,0 +1,28 @@
+// What every RPC checks in its request before anything is read or written, with the errors a
+// caller sees: one wording per mistake, naming the field (`field` prefixes its name, such as
+// "reads[3]." within a ReadMany).
+#pragma once
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "server/common/deadline.h"
+#include "server/log/read.h"
+#include "wal/v1/wal.pb.h"
+
+namespace wal {
+
+// INVALID_ARGUMENT for the reserved id 0.
+absl::Status CheckId(uint64_t namespace_id, absl::string_view field = "");
+
+// NOT_FOUND for a namespace no server created (or one deleted since).
+absl::Status NotFound(uint64_t namespace_id);
+
+// The read `read` asks for, until `deadline`; INVALID_ARGUMENT for a bad one. `follow` is the
+// call's (a ReadMany's reads share it).
+absl::StatusOr<ReadParams> ReadParamsFrom(const v1::ReadRequest& read, bool follow,
+                                          Clock::time_point deadline, absl::string_view field = "");
+
+}  // namespace wal
