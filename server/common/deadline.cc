@@ -19,6 +19,12 @@ Clock::time_point AnswerBy(Clock::time_point deadline) {
   return deadline - std::clamp<Clock::duration>(left / 10, milliseconds(10), milliseconds(500));
 }
 
+Clock::time_point HalfwayTo(Clock::time_point deadline) {
+  if (deadline == Clock::time_point::max()) return deadline;
+  const Clock::time_point now = Clock::now();
+  return deadline <= now ? deadline : now + (deadline - now) / 2;
+}
+
 Clock::time_point Within(Clock::time_point deadline, Clock::duration timeout) {
   const Clock::time_point now = Clock::now();
   // No overflow: a deadline of max() is never added to.

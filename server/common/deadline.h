@@ -22,6 +22,9 @@ int MillisLeft(Clock::time_point deadline,
 // time_point::max() (no deadline) stays max().
 Clock::time_point AnswerBy(Clock::time_point deadline);
 
+// Halfway from now to `deadline`; max() stays max().
+Clock::time_point HalfwayTo(Clock::time_point deadline);
+
 // The earlier of `deadline` and `timeout` from now.
 Clock::time_point Within(Clock::time_point deadline, Clock::duration timeout);
 

@@ -30,6 +30,15 @@ EntryReader::~EntryReader() {
 }
 
 absl::Status EntryReader::Start(ReadParams params, std::shared_ptr<ReadSink> sink) {
+  return Launch(sink, [this, params, sink] { return Run(params, sink); });
+}
+
+absl::Status EntryReader::StartMany(std::vector<ReadParams> reads, std::shared_ptr<ReadSink> sink) {
+  return Launch(sink, [this, reads = std::move(reads), sink] { return RunMany(reads, sink); });
+}
+
+absl::Status EntryReader::Launch(std::shared_ptr<ReadSink> sink,
+                                 std::function<absl::Status()> run) {
   if (context_.stopping) return absl::UnavailableError("walserver is shutting down");
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -39,9 +48,9 @@ absl::Status EntryReader::Start(ReadParams params, std::shared_ptr<ReadSink> sin
     }
     ++running_;
   }
-  std::thread([this, params, sink = std::move(sink)] {
+  std::thread([this, sink = std::move(sink), run = std::move(run)] {
     ++context_.metrics->reads_in_progress;
-    absl::Status status = Run(params, sink);
+    absl::Status status = run();
     --context_.metrics->reads_in_progress;
     sink->Finish(std::move(status));
     std::lock_guard<std::mutex> lock(mu_);
@@ -126,10 +135,7 @@ Clock::time_point EntryReader::CatchUpBy(Clock::time_point stop_at) {
   // (creation, truncation, a new epoch): one round trip to the metadata topic. It gets half the
   // time left at most (librdkafka may overrun a query's timeout), so that with Kafka down the
   // caller still hears UNAVAILABLE before its deadline.
-  const auto now = Clock::now();
-  return stop_at == Clock::time_point::max()
-             ? now + kKafkaRequestTimeout
-             : now + std::min<Clock::duration>((stop_at - now) / 2, kKafkaRequestTimeout);
+  return Within(HalfwayTo(stop_at), kKafkaRequestTimeout);
 }
 
 absl::StatusOr<std::shared_ptr<ReadMember>> EntryReader::MakeMember(
@@ -207,27 +213,6 @@ absl::Status EntryReader::Run(const ReadParams& params, const std::shared_ptr<Re
   if (*member == nullptr) return absl::OkStatus();  // nothing to read
   Join(*member, /*shared=*/true);
   return (*member)->Deliver([this, &member] { Join(*member, /*shared=*/false); });
-}
-
-absl::Status EntryReader::StartMany(std::vector<ReadParams> reads, std::shared_ptr<ReadSink> sink) {
-  if (context_.stopping) return absl::UnavailableError("walserver is shutting down");
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (running_ >= context_.options.max_concurrent_reads) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "too many concurrent reads (", context_.options.max_concurrent_reads, "); retry later"));
-    }
-    ++running_;
-  }
-  std::thread([this, reads = std::move(reads), sink = std::move(sink)] {
-    ++context_.metrics->reads_in_progress;
-    absl::Status status = RunMany(reads, sink);
-    --context_.metrics->reads_in_progress;
-    sink->Finish(std::move(status));
-    std::lock_guard<std::mutex> lock(mu_);
-    if (--running_ == 0) idle_cv_.notify_all();
-  }).detach();
-  return absl::OkStatus();
 }
 
 namespace {

@@ -18,6 +18,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -61,6 +62,9 @@ class EntryReader : private ScanHost {
   void Stop() { context_.stopping = true; }
 
  private:
+  // Runs `run` on a thread of its own, counted against max_concurrent_reads, and finishes `sink`
+  // with its status.
+  absl::Status Launch(std::shared_ptr<ReadSink> sink, std::function<absl::Status()> run);
   absl::Status Run(const ReadParams& params, const std::shared_ptr<ReadSink>& sink);
   absl::Status RunMany(const std::vector<ReadParams>& reads, const std::shared_ptr<ReadSink>& sink);
   // How long a read may spend catching up with the metadata topic before it starts.

@@ -191,8 +191,7 @@ void EntryWriter::Append(std::vector<AppendItem> items, Clock::time_point deadli
 
   // Complete a little before the caller's deadline, so the caller hears UNAVAILABLE instead of
   // timing out blind.
-  const auto fire_at = std::min(Clock::now() + options_.append_timeout, AnswerBy(deadline));
-  ArmTimer(call, fire_at);
+  ArmTimer(call, Within(AnswerBy(deadline), options_.append_timeout));
 
   // Group by producer; within a producer, produce every record of the call under its lock, so
   // that chunks of one entry are never interleaved with another call's.

@@ -385,15 +385,9 @@ absl::StatusOr<int64_t> MetaStore::ProduceAndApply(const std::string& key, std::
     delete delivery;
     return s;
   }
-  // Kept for taking the record back before the deadline (at most 200 ms, a quarter of short
-  // deadlines).
+  // Kept for taking the record back before the deadline, so that the caller hears why.
   const auto now = Clock::now();
-  const auto take_back_at =
-      deadline == Clock::time_point::max()
-          ? deadline
-          : deadline - std::min<Clock::duration>(std::chrono::milliseconds(200),
-                                                 std::max<Clock::duration>(Clock::duration::zero(),
-                                                                           (deadline - now) / 4));
+  const auto take_back_at = AnswerBy(deadline);
   // Taking back costs the other unsent records too: only when Kafka took nothing for a while.
   const bool may_take_back = take_back_at - now >= std::chrono::milliseconds(500);
   if (!may_take_back && result.wait_until(deadline) != std::future_status::ready) {

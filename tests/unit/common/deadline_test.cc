@@ -38,5 +38,15 @@ TEST(Deadline, WithinTakesTheEarlier) {
   EXPECT_GT(bounded, Clock::now() + seconds(9));
 }
 
+TEST(Deadline, HalfwayToHalvesTheTimeLeft) {
+  EXPECT_EQ(HalfwayTo(Clock::time_point::max()), Clock::time_point::max());
+  const Clock::time_point past = Clock::now() - seconds(1);
+  EXPECT_EQ(HalfwayTo(past), past);
+  const Clock::time_point before = Clock::now();
+  const Clock::time_point halfway = HalfwayTo(before + seconds(4));
+  EXPECT_GE(halfway, before + seconds(2));
+  EXPECT_LE(halfway, Clock::now() + seconds(2));
+}
+
 }  // namespace
 }  // namespace wal
