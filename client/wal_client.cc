@@ -1,11 +1,9 @@
 #include "client/wal_client.h"
 
 #include <algorithm>
-#include <fstream>
 #include <future>
 #include <mutex>
 #include <random>
-#include <sstream>
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
@@ -16,6 +14,7 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "server/common/crc32c.h"
+#include "server/common/read_file.h"
 
 namespace wal {
 
@@ -60,14 +59,6 @@ Client::~Client() { streamer_.reset(); }
 
 namespace {
 
-absl::StatusOr<std::string> ReadPem(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::InvalidArgumentError("cannot read " + path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> Credentials(const ClientOptions& o) {
   if (o.tls_ca_file.empty()) {
     if (!o.tls_cert_file.empty() || !o.tls_key_file.empty()) {
@@ -76,13 +67,13 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> Credentials(const Clie
     return grpc::InsecureChannelCredentials();
   }
   grpc::SslCredentialsOptions ssl;
-  auto ca = ReadPem(o.tls_ca_file);
+  auto ca = ReadWholeFile(o.tls_ca_file, "tls_ca_file");
   if (!ca.ok()) return ca.status();
   ssl.pem_root_certs = *ca;
   if (!o.tls_cert_file.empty()) {
-    auto cert = ReadPem(o.tls_cert_file);
+    auto cert = ReadWholeFile(o.tls_cert_file, "tls_cert_file");
     if (!cert.ok()) return cert.status();
-    auto key = ReadPem(o.tls_key_file);
+    auto key = ReadWholeFile(o.tls_key_file, "tls_key_file");
     if (!key.ok()) return key.status();
     ssl.pem_cert_chain = *cert;
     ssl.pem_private_key = *key;

@@ -12,11 +12,9 @@
 #include <condition_variable>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <map>
 #include <mutex>
-#include <sstream>
 #include <thread>
 
 #include "absl/strings/ascii.h"
@@ -31,6 +29,7 @@
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
 #include "server/common/deadline.h"
+#include "server/common/read_file.h"
 #include "server/kafka/admin.h"
 #include "spdlog/spdlog.h"
 
@@ -174,14 +173,6 @@ bool SomeoneListensOn(const std::string& path) {
       errno == EAGAIN;
   close(fd);
   return listening;
-}
-
-absl::StatusOr<std::string> ReadWholeFile(const std::string& path, absl::string_view what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::InvalidArgumentError(absl::StrCat("cannot read ", what, " ", path));
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
 }
 
 // The credentials of TCP listeners: TLS when a certificate is configured.

@@ -1,6 +1,5 @@
 #include "server/common/config.h"
 
-#include <fstream>
 #include <sstream>
 #include <vector>
 
@@ -10,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "server/common/read_file.h"
 
 namespace wal {
 namespace {
@@ -119,13 +119,9 @@ absl::StatusOr<LoadedSettings> LoadSettings(int argc, char** argv, char** envp) 
   }
 
   if (!config_file.empty()) {
-    std::ifstream in(config_file);
-    if (!in) {
-      return absl::InvalidArgumentError(absl::StrCat("cannot read config file ", config_file));
-    }
-    std::stringstream text;
-    text << in.rdbuf();
-    auto file = ParseConfigText(text.str(), config_file);
+    absl::StatusOr<std::string> text = ReadWholeFile(config_file, "config file");
+    if (!text.ok()) return text.status();
+    auto file = ParseConfigText(*text, config_file);
     if (!file.ok()) return file.status();
     for (const auto& [name, value] : *file) {
       if (auto s = Apply(name, value, "config file " + config_file, settings); !s.ok()) return s;
