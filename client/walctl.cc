@@ -4,12 +4,12 @@
 #include <chrono>
 #include <cstdio>
 #include <deque>
-#include <fstream>
 #include <future>
 #include <iostream>
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -22,6 +22,7 @@
 #include "absl/time/time.h"
 #include "client/wal_client.h"
 #include "google/protobuf/util/json_util.h"
+#include "server/common/read_file.h"
 
 namespace {
 
@@ -50,73 +51,6 @@ Options:
 Exit status: 0 ok, 1 other error, 2 bad usage, 3 not found, 4 invalid argument,
 5 out of range, 6 unavailable or timed out (retry later), 7 data loss, 8 not allowed.
 )";
-
-const std::map<std::string, std::string> kCommandHelp = {
-    {"create", R"(Usage: walctl create NAMESPACE
-
-Creates namespace NAMESPACE (an id of 1 or more) and prints its assignment. Creating an existing
-namespace is not an error: it prints the same assignment and says "already existed".
-)"},
-    {"append", R"(Usage: walctl append NAMESPACE [DATA...]
-       walctl append NAMESPACE --file=PATH      (PATH - is standard input)
-
-Appends entries and prints their entry ids, one per line, once Kafka acknowledged them.
-  DATA...        each argument is one entry
-  (no DATA)      each line of standard input is one entry, sent in batches of --batch lines
-                 on one stream with --window batches in flight; ids print in input order
-  --file=PATH    the whole file is one entry
-  --batch=N      lines per request when reading standard input (default 1000)
-  --window=N     batches in flight when reading standard input (default 8). A batch retried
-                 after a failure may land after batches sent behind it; --window=1 keeps the
-                 log in input order even then
-  --epoch=E      the writer epoch from "walctl acquire" (default 0: no epoch); an older epoch
-                 than the namespace's is refused (exit 4)
-Failed attempts are retried with the same sequence numbers (reads show each entry once); when
-the last attempt fails too, a prefix of the entries may have been written. From standard input,
-the ids printed are those of the batches up to the one that failed; batches sent after it may
-also have been written, so read the namespace's end before appending the rest again.
-)"},
-    {"acquire", R"(Usage: walctl acquire NAMESPACE
-
-Raises the namespace's writer epoch and prints the namespace with it. Appends with a lower epoch
-are refused from then on, and reads ignore what older writers still manage to write after the
-fence. Pass the epoch to "walctl append --epoch=E".
-)"},
-    {"read", R"(Usage: walctl read NAMESPACE [--start=ID | --since=WHEN] [--limit=N] [--follow]
-                  [--skip-lost] [--data-only]
-
-Prints entries in id order as "ID<TAB>DATA" lines (--json: {"entryId", "data" (base64),
-"crc32c", ...}). Each entry's CRC-32C is checked: one that does not match its data stops the
-read with DATA_LOSS. (walctl append sends one with every entry.)
-  --start=ID     first entry id to print (default: the first readable entry)
-  --since=WHEN   from the first entry appended at or after WHEN: a duration back from now
-                 (10m, 1h30m, 45s) or an RFC 3339 time (2026-12-01T08:00:00Z)
-  --limit=N      stop after N entries
-  --follow       keep printing new entries as they are appended, like tail -f
-  --data-only    print only the data of each entry, one per line
-  --skip-lost    go on past records gone from Kafka and corrupt entries, printing each gap as
-                 "GAP<TAB>FROM<TAB>TO<TAB>REASON<TAB>MESSAGE" (ids FROM to TO-1; on standard
-                 error with --data-only; --json: {"gap": {...}}); the exit status is 0. Without
-                 it such a read stops with DATA_LOSS
-)"},
-    {"truncate", R"(Usage: walctl truncate NAMESPACE ENTRY_ID
-
-Makes entries with id below ENTRY_ID unreadable (they may be deleted later). A lower ENTRY_ID
-than before is a no-op. Prints the namespace afterwards.
-)"},
-    {"info", R"(Usage: walctl info NAMESPACE
-
-Prints the namespace's slot (topic, partition), first_entry_id, next_entry_id and writer epoch.
-)"},
-    {"ls", R"(Usage: walctl ls
-
-Lists all live namespaces with their slots and watermarks.
-)"},
-    {"delete", R"(Usage: walctl delete NAMESPACE
-
-Deletes the namespace: it disappears and its records become prunable.
-)"},
-};
 
 struct Cli {
   wal::ClientOptions options;
@@ -225,15 +159,15 @@ class Progress {
 int Append(const Cli& cli, wal::Client& client, uint64_t ns) {
   std::vector<std::vector<std::string>> requests;
   if (auto file = cli.flags.find("file"); file != cli.flags.end()) {
-    std::stringstream whole;
     if (file->second == "-") {
+      std::stringstream whole;
       whole << std::cin.rdbuf();
+      requests.push_back({whole.str()});
     } else {
-      std::ifstream in(file->second, std::ios::binary);
-      if (!in) return Usage("append: cannot read " + file->second);
-      whole << in.rdbuf();
+      absl::StatusOr<std::string> whole = wal::ReadWholeFile(file->second, "--file");
+      if (!whole.ok()) return Usage("append: " + std::string(whole.status().message()));
+      requests.push_back({*std::move(whole)});
     }
-    requests.push_back({whole.str()});
   } else if (cli.args.size() > 1) {
     requests.push_back(std::vector<std::string>(cli.args.begin() + 1, cli.args.end()));
   }
@@ -409,7 +343,7 @@ int Read(const Cli& cli, wal::Client& client, uint64_t ns) {
   return status.ok() ? 0 : Report(status);
 }
 
-int List(const Cli& cli, wal::Client& client) {
+int List(const Cli& cli, wal::Client& client, uint64_t /*ns*/) {
   auto all = client.ListNamespaces();
   if (!all.ok()) return Report(all.status());
   if (cli.json) {
@@ -426,6 +360,169 @@ int List(const Cli& cli, wal::Client& client) {
   return 0;
 }
 
+int Create(const Cli& cli, wal::Client& client, uint64_t ns) {
+  auto result = client.CreateNamespace(ns);
+  if (!result.ok()) return Report(result.status());
+  if (cli.json) {
+    wal::v1::CreateNamespaceResponse response;
+    *response.mutable_namespace_() = result->ns;
+    response.set_created(result->created);
+    std::cout << ToJson(response) << "\n";
+    return 0;
+  }
+  PrintNamespace(cli, result->ns, result->created ? "created" : "already existed");
+  return 0;
+}
+
+int Truncate(const Cli& cli, wal::Client& client, uint64_t ns) {
+  uint64_t entry_id = 0;
+  if (!absl::SimpleAtoi(cli.args[1], &entry_id)) return Usage("truncate needs NAMESPACE ENTRY_ID");
+  auto result = client.Truncate(ns, entry_id);
+  if (!result.ok()) return Report(result.status());
+  PrintNamespace(cli, *result);
+  return 0;
+}
+
+int Acquire(const Cli& cli, wal::Client& client, uint64_t ns) {
+  auto result = client.AcquireNamespace(ns);
+  if (!result.ok()) return Report(result.status());
+  if (cli.json) {
+    wal::v1::AcquireNamespaceResponse response;
+    *response.mutable_namespace_() = result->ns;
+    response.set_epoch(result->epoch);
+    std::cout << ToJson(response) << "\n";
+    return 0;
+  }
+  PrintNamespace(cli, result->ns, "acquired");
+  return 0;
+}
+
+int Info(const Cli& cli, wal::Client& client, uint64_t ns) {
+  auto result = client.GetNamespace(ns);
+  if (!result.ok()) return Report(result.status());
+  PrintNamespace(cli, *result);
+  return 0;
+}
+
+int Delete(const Cli& cli, wal::Client& client, uint64_t ns) {
+  absl::Status status = client.DeleteNamespace(ns);
+  if (!status.ok()) return Report(status);
+  if (cli.json) {
+    std::cout << "{\"deleted\":\"" << ns << "\"}\n";
+  } else {
+    std::cout << "deleted\n";
+  }
+  return 0;
+}
+
+// What each command takes (checked before it runs), the function that runs it, and its --help.
+struct Command {
+  std::set<std::string> options;  // its --options
+  // Its arguments, NAMESPACE first; kAnyArgs for NAMESPACE and any number after it.
+  size_t args;
+  const char* args_usage;  // said when the count is wrong
+  int (*run)(const Cli& cli, wal::Client& client, uint64_t ns);
+  const char* help;
+};
+constexpr size_t kAnyArgs = static_cast<size_t>(-1);
+
+const std::map<std::string, Command> kCommands = {
+    {"create", {{}, 1, "one NAMESPACE", Create, R"(Usage: walctl create NAMESPACE
+
+Creates namespace NAMESPACE (an id of 1 or more) and prints its assignment. Creating an existing
+namespace is not an error: it prints the same assignment and says "already existed".
+)"}},
+    {"append",
+     {{"file", "batch", "window", "epoch"},
+      kAnyArgs,
+      "NAMESPACE [DATA...]",
+      Append,
+      R"(Usage: walctl append NAMESPACE [DATA...]
+       walctl append NAMESPACE --file=PATH      (PATH - is standard input)
+
+Appends entries and prints their entry ids, one per line, once Kafka acknowledged them.
+  DATA...        each argument is one entry
+  (no DATA)      each line of standard input is one entry, sent in batches of --batch lines
+                 on one stream with --window batches in flight; ids print in input order
+  --file=PATH    the whole file is one entry
+  --batch=N      lines per request when reading standard input (default 1000)
+  --window=N     batches in flight when reading standard input (default 8). A batch retried
+                 after a failure may land after batches sent behind it; --window=1 keeps the
+                 log in input order even then
+  --epoch=E      the writer epoch from "walctl acquire" (default 0: no epoch); an older epoch
+                 than the namespace's is refused (exit 4)
+Failed attempts are retried with the same sequence numbers (reads show each entry once); when
+the last attempt fails too, a prefix of the entries may have been written. From standard input,
+the ids printed are those of the batches up to the one that failed; batches sent after it may
+also have been written, so read the namespace's end before appending the rest again.
+)"}},
+    {"read",
+     {{"start", "limit", "follow", "data-only", "skip-lost", "since"},
+      1,
+      "one NAMESPACE",
+      Read,
+      R"(Usage: walctl read NAMESPACE [--start=ID | --since=WHEN] [--limit=N] [--follow]
+                  [--skip-lost] [--data-only]
+
+Prints entries in id order as "ID<TAB>DATA" lines (--json: {"entryId", "data" (base64),
+"crc32c", ...}). Each entry's CRC-32C is checked: one that does not match its data stops the
+read with DATA_LOSS. (walctl append sends one with every entry.)
+  --start=ID     first entry id to print (default: the first readable entry)
+  --since=WHEN   from the first entry appended at or after WHEN: a duration back from now
+                 (10m, 1h30m, 45s) or an RFC 3339 time (2026-12-01T08:00:00Z)
+  --limit=N      stop after N entries
+  --follow       keep printing new entries as they are appended, like tail -f
+  --data-only    print only the data of each entry, one per line
+  --skip-lost    go on past records gone from Kafka and corrupt entries, printing each gap as
+                 "GAP<TAB>FROM<TAB>TO<TAB>REASON<TAB>MESSAGE" (ids FROM to TO-1; on standard
+                 error with --data-only; --json: {"gap": {...}}); the exit status is 0. Without
+                 it such a read stops with DATA_LOSS
+)"}},
+    {"truncate",
+     {{}, 2, "NAMESPACE ENTRY_ID", Truncate, R"(Usage: walctl truncate NAMESPACE ENTRY_ID
+
+Makes entries with id below ENTRY_ID unreadable (they may be deleted later). A lower ENTRY_ID
+than before is a no-op. Prints the namespace afterwards.
+)"}},
+    {"acquire", {{}, 1, "one NAMESPACE", Acquire, R"(Usage: walctl acquire NAMESPACE
+
+Raises the namespace's writer epoch and prints the namespace with it. Appends with a lower epoch
+are refused from then on, and reads ignore what older writers still manage to write after the
+fence. Pass the epoch to "walctl append --epoch=E".
+)"}},
+    {"info", {{}, 1, "one NAMESPACE", Info, R"(Usage: walctl info NAMESPACE
+
+Prints the namespace's slot (topic, partition), first_entry_id, next_entry_id and writer epoch.
+)"}},
+    {"delete", {{}, 1, "one NAMESPACE", Delete, R"(Usage: walctl delete NAMESPACE
+
+Deletes the namespace: it disappears and its records become prunable.
+)"}},
+    {"ls", {{}, 0, "no arguments", List, R"(Usage: walctl ls
+
+Lists all live namespaces with their slots and watermarks.
+)"}},
+};
+
+// Runs the parsed command; returns walctl's exit code.
+int RunCommand(const Cli& cli, wal::Client& client) {
+  const Command& command = kCommands.at(cli.command);
+  uint64_t ns = 0;
+  if (command.args != 0 && (cli.args.empty() || !absl::SimpleAtoi(cli.args[0], &ns))) {
+    return Usage(cli.command + " needs a numeric NAMESPACE");
+  }
+  for (const auto& [name, value] : cli.flags) {
+    if (!command.options.count(name)) {
+      return Usage(command.options.empty() ? cli.command + " takes no options"
+                                           : cli.command + ": unknown option --" + name);
+    }
+  }
+  if (command.args != kAnyArgs && cli.args.size() != command.args) {
+    return Usage(absl::StrCat(cli.command, " takes ", command.args_usage));
+  }
+  return command.run(cli, client, ns);
+}
+
 // Reads the global options, the command and its arguments into `cli`; an exit code when walctl
 // is done already (--help, or a usage error).
 std::optional<int> ParseArgs(int argc, char** argv, Cli& cli) {
@@ -436,7 +533,7 @@ std::optional<int> ParseArgs(int argc, char** argv, Cli& cli) {
       if (global) {
         std::cout << kUsage;
       } else {
-        std::cout << kCommandHelp.at(cli.command);
+        std::cout << kCommands.at(cli.command).help;
       }
       return 0;
     }
@@ -449,11 +546,9 @@ std::optional<int> ParseArgs(int argc, char** argv, Cli& cli) {
       }
       cli.options.timeout = std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
     } else if (global && arg.rfind("--token_file=", 0) == 0) {
-      std::ifstream in(arg.substr(13));
-      std::stringstream token;
-      token << in.rdbuf();
-      if (!in) return Usage("cannot read " + arg.substr(13));
-      cli.options.auth_token = std::string(absl::StripAsciiWhitespace(token.str()));
+      absl::StatusOr<std::string> token = wal::ReadWholeFile(arg.substr(13), "--token_file");
+      if (!token.ok()) return Usage(std::string(token.status().message()));
+      cli.options.auth_token = std::string(absl::StripAsciiWhitespace(*token));
     } else if (global && arg.rfind("--tls_ca=", 0) == 0) {
       cli.options.tls_ca_file = arg.substr(9);
     } else if (global && arg == "--json") {
@@ -462,7 +557,7 @@ std::optional<int> ParseArgs(int argc, char** argv, Cli& cli) {
       return Usage("unknown option " + arg);
     } else if (global) {
       cli.command = arg == "get" ? "info" : arg == "list" ? "ls" : arg;
-      if (!kCommandHelp.count(cli.command)) return Usage("unknown command " + arg);
+      if (!kCommands.count(cli.command)) return Usage("unknown command " + arg);
     } else if (arg.rfind("--", 0) == 0 && arg.size() > 2) {
       const size_t eq = arg.find('=');
       cli.flags[arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2)] =
@@ -472,88 +567,6 @@ std::optional<int> ParseArgs(int argc, char** argv, Cli& cli) {
     }
   }
   return std::nullopt;
-}
-
-// Runs the parsed command; returns walctl's exit code.
-int RunCommand(const Cli& cli, wal::Client& client) {
-  if (cli.command == "ls") {
-    if (!cli.args.empty()) return Usage("ls takes no arguments");
-    return List(cli, client);
-  }
-  uint64_t ns = 0;
-  if (cli.args.empty() || !absl::SimpleAtoi(cli.args[0], &ns)) {
-    return Usage(cli.command + " needs a numeric NAMESPACE");
-  }
-  const auto allowed = [&](std::initializer_list<const char*> names) {
-    for (const auto& [name, value] : cli.flags) {
-      bool ok = false;
-      for (const char* n : names) ok = ok || name == n;
-      if (!ok) return false;
-    }
-    return true;
-  };
-  if (cli.command == "append") {
-    if (!allowed({"file", "batch", "window", "epoch"})) return Usage("append: unknown option");
-    return Append(cli, client, ns);
-  }
-  if (cli.command == "read") {
-    if (cli.args.size() != 1) return Usage("read takes one NAMESPACE");
-    return Read(cli, client, ns);
-  }
-  if (!cli.flags.empty()) return Usage(cli.command + " takes no options");
-  if (cli.command == "create") {
-    if (cli.args.size() != 1) return Usage("create takes one NAMESPACE");
-    auto result = client.CreateNamespace(ns);
-    if (!result.ok()) return Report(result.status());
-    if (cli.json) {
-      wal::v1::CreateNamespaceResponse response;
-      *response.mutable_namespace_() = result->ns;
-      response.set_created(result->created);
-      std::cout << ToJson(response) << "\n";
-      return 0;
-    }
-    PrintNamespace(cli, result->ns, result->created ? "created" : "already existed");
-    return 0;
-  }
-  if (cli.command == "truncate") {
-    uint64_t entry_id = 0;
-    if (cli.args.size() != 2 || !absl::SimpleAtoi(cli.args[1], &entry_id)) {
-      return Usage("truncate needs NAMESPACE ENTRY_ID");
-    }
-    auto result = client.Truncate(ns, entry_id);
-    if (!result.ok()) return Report(result.status());
-    PrintNamespace(cli, *result);
-    return 0;
-  }
-  if (cli.args.size() != 1) return Usage(cli.command + " takes one NAMESPACE");
-  if (cli.command == "acquire") {
-    auto result = client.AcquireNamespace(ns);
-    if (!result.ok()) return Report(result.status());
-    if (cli.json) {
-      wal::v1::AcquireNamespaceResponse response;
-      *response.mutable_namespace_() = result->ns;
-      response.set_epoch(result->epoch);
-      std::cout << ToJson(response) << "\n";
-      return 0;
-    }
-    PrintNamespace(cli, result->ns, "acquired");
-    return 0;
-  }
-  if (cli.command == "info") {
-    auto result = client.GetNamespace(ns);
-    if (!result.ok()) return Report(result.status());
-    PrintNamespace(cli, *result);
-    return 0;
-  }
-  // delete
-  absl::Status status = client.DeleteNamespace(ns);
-  if (!status.ok()) return Report(status);
-  if (cli.json) {
-    std::cout << "{\"deleted\":\"" << ns << "\"}\n";
-  } else {
-    std::cout << "deleted\n";
-  }
-  return 0;
 }
 
 }  // namespace
