@@ -17,7 +17,7 @@
 #include "server/common/crc32c.h"
 #include "server/common/namespace_key.h"
 #include "server/log/record_format.h"
-#include "tests/contract_fixture.h"
+#include "tests/contract/contract_fixture.h"
 #include "tests/support/test_util.h"
 
 namespace wal::testing {

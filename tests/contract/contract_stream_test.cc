@@ -11,7 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/common/crc32c.h"
-#include "tests/contract_fixture.h"
+#include "tests/contract/contract_fixture.h"
 #include "tests/support/test_util.h"
 
 namespace wal::testing {
