@@ -95,18 +95,12 @@ std::map<uint64_t, AppendStreamer::Pending>::iterator AppendStreamer::Forget(
 bool AppendStreamer::RetryOrFail(uint64_t id, Pending& p, const absl::Status& status,
                                  Completions* out) {
   p.stream = 0;
-  // UNAVAILABLE: walserver or Kafka unreachable, or Kafka did not acknowledge in time.
-  // DEADLINE_EXCEEDED: this attempt ran out of time (the call may have some left).
-  const bool retryable = absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status);
-  if (retryable && options_.max_retries > 0) {
-    const auto sleep = RetryJitter(RetryBackoff(options_.retry_backoff, p.retry));
-    // Worth it only if an attempt still has a second or so after the wait.
-    if (Clock::now() + sleep + std::chrono::seconds(1) < p.deadline) {
-      ++p.retry;
-      p.not_before = Clock::now() + sleep;  // the timer queues it then
-      retries_.emplace(p.not_before, id);
-      return true;
-    }
+  if (const auto wait =
+          options_.retry.Next(RetryPolicy::Kind::kAppend, status.code(), p.retry, p.deadline)) {
+    ++p.retry;
+    p.not_before = Clock::now() + *wait;  // the timer queues it then
+    retries_.emplace(p.not_before, id);
+    return true;
   }
   out->push_back(Completion{std::move(p.done), status});
   return false;

@@ -30,6 +30,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "client/retry.h"
 #include "wal/v1/wal.grpc.pb.h"
 
 namespace wal {
@@ -44,8 +45,7 @@ class AppendStreamer {
       std::function<void(v1::AppendRequest request, Clock::time_point deadline, Done done)>;
 
   struct Options {
-    int max_retries = 4;
-    std::chrono::milliseconds retry_backoff{100};
+    RetryPolicy retry;
     std::chrono::milliseconds attempt_timeout{10000};
     // Adds the call's metadata (the bearer token) to the stream's context.
     std::function<void(grpc::ClientContext&)> prepare;

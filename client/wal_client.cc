@@ -43,8 +43,7 @@ Client::Client(const ClientOptions& options, std::unique_ptr<v1::WalService::Stu
       writer_id_(options.writer_id != 0 ? options.writer_id : RandomWriterId()) {
   if (!options_.append_stream) return;
   AppendStreamer::Options streamer;
-  streamer.max_retries = options_.max_retries;
-  streamer.retry_backoff = options_.retry_backoff;
+  streamer.retry = retry_;
   streamer.attempt_timeout = options_.append_attempt_timeout;
   streamer.prepare = [this](grpc::ClientContext& ctx) { Prepare(ctx); };
   streamer_ = std::make_unique<AppendStreamer>(
@@ -129,12 +128,10 @@ absl::Status Client::WithRetries(system_clock::time_point deadline,
     ctx.set_deadline(deadline);
     Prepare(ctx);
     const grpc::Status status = attempt(ctx);
-    if (status.error_code() != grpc::StatusCode::UNAVAILABLE || retry >= options_.max_retries) {
-      return FromGrpcStatus(status);
-    }
-    const auto sleep = RetryJitter(RetryBackoff(options_.retry_backoff, retry));
-    if (system_clock::now() + sleep >= deadline) return FromGrpcStatus(status);
-    std::this_thread::sleep_for(sleep);
+    const auto wait =
+        retry_.Next(RetryPolicy::Kind::kCall, FromGrpcStatus(status).code(), retry, deadline);
+    if (!wait) return FromGrpcStatus(status);
+    std::this_thread::sleep_for(*wait);
   }
 }
 
@@ -158,19 +155,6 @@ void Client::Stamp(v1::AppendRequest* request) {
 
 system_clock::time_point Client::AttemptDeadline(system_clock::time_point deadline) const {
   return std::min(deadline, system_clock::now() + options_.append_attempt_timeout);
-}
-
-std::optional<std::chrono::milliseconds> Client::AppendRetryDelay(
-    const grpc::Status& status, int retry, system_clock::time_point deadline) const {
-  // UNAVAILABLE: walserver or Kafka unreachable, or Kafka did not acknowledge in time.
-  // DEADLINE_EXCEEDED: this attempt ran out of time (the call may have some left).
-  const bool retryable = status.error_code() == grpc::StatusCode::UNAVAILABLE ||
-                         status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
-  if (!retryable || options_.max_retries == 0) return std::nullopt;
-  const auto sleep = RetryJitter(RetryBackoff(options_.retry_backoff, retry));
-  // Worth it only if an attempt still has a second or so after the wait.
-  if (system_clock::now() + sleep + std::chrono::seconds(1) >= deadline) return std::nullopt;
-  return sleep;
 }
 
 absl::StatusOr<AcquireResult> Client::AcquireNamespace(uint64_t namespace_id) {
@@ -220,7 +204,8 @@ absl::StatusOr<std::vector<uint64_t>> Client::Append(v1::AppendRequest request) 
     if (status.ok()) {
       return std::vector<uint64_t>(response.entry_ids().begin(), response.entry_ids().end());
     }
-    const auto delay = AppendRetryDelay(status, retry, deadline);
+    const auto delay =
+        retry_.Next(RetryPolicy::Kind::kAppend, FromGrpcStatus(status).code(), retry, deadline);
     if (!delay) return FromGrpcStatus(status);
     std::this_thread::sleep_for(*delay);
   }
@@ -297,7 +282,8 @@ void Client::OnAsyncAttemptDone(std::shared_ptr<AsyncAppend> call, const grpc::S
                                      call->response.entry_ids().end()));
     return;  // `call` and its context go here, inside the callback, as gRPC allows
   }
-  const auto delay = AppendRetryDelay(status, call->retry++, call->deadline);
+  const auto delay = retry_.Next(RetryPolicy::Kind::kAppend, FromGrpcStatus(status).code(),
+                                 call->retry++, call->deadline);
   if (!delay) {
     call->done(FromGrpcStatus(status));
     return;
@@ -380,12 +366,14 @@ bool ReadStream::Reopen() {
     status_ = absl::OkStatus();  // all it asked for came; only the call's end was lost
     return false;
   }
-  if (retries_ >= client_->options_.max_retries) return false;
-  const auto sleep = RetryJitter(RetryBackoff(client_->options_.retry_backoff, retries_++));
-  if (has_deadline_ && system_clock::now() + sleep >= deadline_) return false;
+  const auto sleep =
+      client_->retry_.Next(RetryPolicy::Kind::kRead, absl::StatusCode::kUnavailable, retries_,
+                           has_deadline_ ? deadline_ : system_clock::time_point::max());
+  if (!sleep) return false;
+  ++retries_;
   {
     std::unique_lock<std::mutex> lock(mu_);
-    if (cancel_cv_.wait_for(lock, sleep, [this] { return cancelled_; })) {
+    if (cancel_cv_.wait_for(lock, *sleep, [this] { return cancelled_; })) {
       status_ = absl::CancelledError("the read was cancelled");
       return false;
     }
@@ -465,7 +453,6 @@ absl::Status Client::Read(const ReadOptions& options,
                           const std::function<bool(v1::Entry& entry)>& on_entry) {
   const bool has_deadline = options.timeout.count() != 0 || !options.follow;
   const system_clock::time_point deadline = Deadline(options.timeout);
-  auto backoff = options_.retry_backoff;
   for (int retry = 0;; ++retry) {
     ReadOptions attempt = options;
     if (has_deadline) {
@@ -486,14 +473,12 @@ absl::Status Client::Read(const ReadOptions& options,
       if (!on_entry(entry)) return absl::OkStatus();  // the stream's destructor cancels it
     }
     const absl::Status status = stream->status();
-    // A resumable stream has retried already.
-    if (!absl::IsUnavailable(status) || delivered || options.resume ||
-        retry >= options_.max_retries ||
-        (has_deadline && system_clock::now() + backoff >= deadline)) {
-      return status;
-    }
-    std::this_thread::sleep_for(backoff);
-    backoff = std::min<std::chrono::milliseconds>(backoff * 2, std::chrono::seconds(2));
+    // A resumable stream has retried already; one that delivered would deliver it again.
+    if (delivered || options.resume) return status;
+    const auto wait = retry_.Next(RetryPolicy::Kind::kRead, status.code(), retry,
+                                  has_deadline ? deadline : system_clock::time_point::max());
+    if (!wait) return status;
+    std::this_thread::sleep_for(*wait);
   }
 }
 
@@ -560,12 +545,11 @@ absl::Status Client::ReadMany(const ReadManyOptions& options,
       return absl::OkStatus();
     }
     const absl::Status status = FromGrpcStatus(reader->Finish());
-    const auto sleep = RetryJitter(RetryBackoff(options_.retry_backoff, retry));
-    if (!absl::IsUnavailable(status) || delivered || retry >= options_.max_retries ||
-        (has_deadline && system_clock::now() + sleep >= deadline)) {
-      return status;
-    }
-    std::this_thread::sleep_for(sleep);
+    if (delivered) return status;  // a retry would deliver it again
+    const auto wait = retry_.Next(RetryPolicy::Kind::kRead, status.code(), retry,
+                                  has_deadline ? deadline : system_clock::time_point::max());
+    if (!wait) return status;
+    std::this_thread::sleep_for(*wait);
   }
 }
 

@@ -57,6 +57,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "client/retry.h"
 #include "server/common/seen_sequences.h"
 #include "wal/v1/wal.grpc.pb.h"
 
@@ -314,9 +315,6 @@ class Client {
   // The deadline of one Append attempt within the call's `deadline`.
   std::chrono::system_clock::time_point AttemptDeadline(
       std::chrono::system_clock::time_point deadline) const;
-  // How long to wait before retrying an Append that failed with `status`; nullopt: don't.
-  std::optional<std::chrono::milliseconds> AppendRetryDelay(
-      const grpc::Status& status, int retry, std::chrono::system_clock::time_point deadline) const;
   // Sends a stamped request as unary Append calls, retries included.
   void AppendUnaryAsync(v1::AppendRequest request, std::chrono::system_clock::time_point deadline,
                         std::function<void(absl::StatusOr<std::vector<uint64_t>>)> done);
@@ -324,6 +322,7 @@ class Client {
   void OnAsyncAttemptDone(std::shared_ptr<AsyncAppend> call, const grpc::Status& status);
 
   ClientOptions options_;
+  const RetryPolicy retry_{options_.max_retries, options_.retry_backoff};
   std::unique_ptr<v1::WalService::Stub> stub_;
   uint64_t writer_id_;
   std::mutex mu_;
