@@ -502,19 +502,32 @@ absl::StatusOr<std::pair<NamespaceState, bool>> MetaStore::Create(
   return std::make_pair(*winner, created);
 }
 
-absl::StatusOr<NamespaceState> MetaStore::Truncate(uint64_t namespace_id, int64_t truncated_before,
-                                                   Clock::time_point deadline) {
+absl::StatusOr<NamespaceState> MetaStore::Change(uint64_t namespace_id,
+                                                 meta::v1::NamespaceRecord::Kind kind,
+                                                 const std::function<bool(NamespaceState&)>& modify,
+                                                 Clock::time_point deadline, int64_t* offset) {
   std::optional<NamespaceState> state = Get(namespace_id);
   if (!state) return absl::NotFoundError(absl::StrCat("namespace ", namespace_id, " not found"));
-  if (truncated_before <= state->truncated_before) return *state;
-  state->truncated_before = truncated_before;
-  auto offset = ProduceAndApply(
-      namespace_id, MakeRecord(NamespaceRecord::TRUNCATE, *state, options_.writer), deadline);
-  if (!offset.ok()) return offset.status();
+  if (!modify(*state)) return *state;
+  auto written = ProduceAndApply(namespace_id, MakeRecord(kind, *state, options_.writer), deadline);
+  if (!written.ok()) return written.status();
+  if (offset != nullptr) *offset = *written;
   RestateIfStale(namespace_id, deadline);
   state = Get(namespace_id);
   if (!state) return absl::NotFoundError(absl::StrCat("namespace ", namespace_id, " was deleted"));
   return *state;
+}
+
+absl::StatusOr<NamespaceState> MetaStore::Truncate(uint64_t namespace_id, int64_t truncated_before,
+                                                   Clock::time_point deadline) {
+  return Change(
+      namespace_id, NamespaceRecord::TRUNCATE,
+      [&](NamespaceState& state) {
+        if (truncated_before <= state.truncated_before) return false;  // nothing to change
+        state.truncated_before = truncated_before;
+        return true;
+      },
+      deadline);
 }
 
 absl::StatusOr<NamespaceState> MetaStore::Acquire(uint64_t namespace_id,
@@ -522,16 +535,17 @@ absl::StatusOr<NamespaceState> MetaStore::Acquire(uint64_t namespace_id,
   // Each attempt proposes the next epoch; only the first record that raises the epoch counts.
   // Losing means another acquirer won just now: try again above it.
   for (int attempt = 0; attempt < 10; ++attempt) {
-    std::optional<NamespaceState> state = Get(namespace_id);
-    if (!state) return absl::NotFoundError(absl::StrCat("namespace ", namespace_id, " not found"));
-    ++state->epoch;
-    auto offset = ProduceAndApply(
-        namespace_id, MakeRecord(NamespaceRecord::ACQUIRE, *state, options_.writer), deadline);
-    if (!offset.ok()) return offset.status();
-    RestateIfStale(namespace_id, deadline);
-    std::optional<NamespaceState> now = Get(namespace_id);
-    if (!now) return absl::NotFoundError(absl::StrCat("namespace ", namespace_id, " was deleted"));
-    if (now->epoch == state->epoch && now->epoch_meta_offset == *offset) return *now;
+    uint64_t proposed = 0;
+    int64_t offset = -1;
+    absl::StatusOr<NamespaceState> now = Change(
+        namespace_id, NamespaceRecord::ACQUIRE,
+        [&](NamespaceState& state) {
+          proposed = ++state.epoch;
+          return true;
+        },
+        deadline, &offset);
+    if (!now.ok()) return now.status();
+    if (now->epoch == proposed && now->epoch_meta_offset == offset) return *now;
   }
   return absl::AbortedError(absl::StrCat("namespace ", namespace_id,
                                          " is being acquired by others at the same time; retry"));
@@ -539,16 +553,13 @@ absl::StatusOr<NamespaceState> MetaStore::Acquire(uint64_t namespace_id,
 
 absl::StatusOr<NamespaceState> MetaStore::RecordFence(uint64_t namespace_id, Fence fence,
                                                       Clock::time_point deadline) {
-  std::optional<NamespaceState> state = Get(namespace_id);
-  if (!state) return absl::NotFoundError(absl::StrCat("namespace ", namespace_id, " not found"));
-  state->fences.push_back(fence);
-  auto offset = ProduceAndApply(
-      namespace_id, MakeRecord(NamespaceRecord::FENCE, *state, options_.writer), deadline);
-  if (!offset.ok()) return offset.status();
-  RestateIfStale(namespace_id, deadline);
-  state = Get(namespace_id);
-  if (!state) return absl::NotFoundError(absl::StrCat("namespace ", namespace_id, " was deleted"));
-  return *state;
+  return Change(
+      namespace_id, NamespaceRecord::FENCE,
+      [&](NamespaceState& state) {
+        state.fences.push_back(fence);
+        return true;
+      },
+      deadline);
 }
 
 absl::Status MetaStore::CatchUp(Clock::time_point deadline) {

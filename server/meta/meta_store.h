@@ -118,6 +118,12 @@ class MetaStore {
   absl::StatusOr<int64_t> ProduceAndApply(const std::string& key, std::string value,
                                           Clock::time_point deadline);
   absl::Status WaitApplied(int64_t offset, Clock::time_point deadline);
+  // One change of a namespace: `modify` its state as this server knows it (false: nothing to
+  // change, the state is the answer), write it as a record of `kind`, restate it if this
+  // server's view was stale, and read the state back. `offset`, when given, gets the record's.
+  absl::StatusOr<NamespaceState> Change(uint64_t namespace_id, meta::v1::NamespaceRecord::Kind kind,
+                                        const std::function<bool(NamespaceState&)>& modify,
+                                        Clock::time_point deadline, int64_t* offset = nullptr);
   void Restate(const NamespaceState& state, Clock::time_point deadline);
   // Restates what the tail found stale, on its own thread (the tail thread cannot wait for its
   // own reading): deletions a stale record came after or that carry too low an epoch
