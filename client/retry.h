@@ -17,7 +17,7 @@ struct RetryPolicy {
     // Namespace calls: UNAVAILABLE says nothing changed; at most max_retries retries.
     kCall,
     // Appends: UNAVAILABLE and DEADLINE_EXCEEDED leave the outcome unknown, and a retry with the
-    // same sequences is safe; retried until the call's deadline (max_retries = 0 turns it off),
+    // same sequences is safe; retried until the call's deadline (max_retries <= 0 turns it off),
     // while an attempt still has a second after the wait.
     kAppend,
     // Reads, before they delivered anything: UNAVAILABLE; at most max_retries retries.
@@ -37,7 +37,7 @@ struct RetryPolicy {
     const bool retryable = code == absl::StatusCode::kUnavailable ||
                            (kind == Kind::kAppend && code == absl::StatusCode::kDeadlineExceeded);
     if (!retryable) return std::nullopt;
-    if (kind == Kind::kAppend ? max_retries == 0 : retry >= max_retries) return std::nullopt;
+    if (kind == Kind::kAppend ? max_retries <= 0 : retry >= max_retries) return std::nullopt;
     auto backoff = first_backoff;
     for (int i = 0; i < retry && backoff < std::chrono::seconds(2); ++i) backoff *= 2;
     backoff = std::min<std::chrono::milliseconds>(backoff, std::chrono::seconds(2));

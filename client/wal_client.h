@@ -70,7 +70,8 @@ struct ClientOptions {
   std::string target = "127.0.0.1:50051";
   // Deadline of each call (retries included) unless the call says otherwise.
   std::chrono::milliseconds timeout{30000};
-  // Retries of safe calls after UNAVAILABLE; 0 turns retries off.
+  // Retries of safe calls after UNAVAILABLE; 0 (or less) turns retries off. Appends retry until
+  // their deadline unless retries are off (see "Retry-safe appends").
   int max_retries = 4;
   // First backoff; doubled after each retry, capped at 2 s, with jitter.
   std::chrono::milliseconds retry_backoff{100};

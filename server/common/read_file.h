@@ -13,7 +13,7 @@
 namespace wal {
 
 // The bytes of the file at `path`; INVALID_ARGUMENT "cannot read <what> <path>" when it cannot be
-// opened or read.
+// opened. (A path that opens but cannot be read, a directory, reads as empty.)
 inline absl::StatusOr<std::string> ReadWholeFile(const std::string& path, absl::string_view what) {
   std::ifstream in(path, std::ios::binary);
   std::stringstream text;

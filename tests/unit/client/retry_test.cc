@@ -38,9 +38,11 @@ TEST(RetryPolicy, AppendsRetryUnknownOutcomesUntilTheirDeadline) {
                            system_clock::now() + milliseconds(900)));
   EXPECT_TRUE(policy.Next(Kind::kAppend, absl::StatusCode::kUnavailable, 0,
                           system_clock::now() + seconds(5)));
-  // max_retries 0 turns retries off.
-  const RetryPolicy off{0, milliseconds(100)};
-  EXPECT_FALSE(off.Next(Kind::kAppend, absl::StatusCode::kUnavailable, 0, kNone));
+  // max_retries 0 (or below) turns retries off.
+  for (int max_retries : {0, -1}) {
+    const RetryPolicy off{max_retries, milliseconds(100)};
+    EXPECT_FALSE(off.Next(Kind::kAppend, absl::StatusCode::kUnavailable, 0, kNone));
+  }
 }
 
 TEST(RetryPolicy, WaitsDoubleUpToTwoSecondsWithJitterOfHalf) {
