@@ -282,7 +282,7 @@ absl::Status WalServer::ConnectKafka(const ServerOptions& o) {
   if (mock_) return absl::OkStatus();
   // Reaching Kafka is the first thing that fails on a wrong address, a broker that is down or a
   // listener that wants TLS or SASL: say so here rather than as a timed-out topic request.
-  auto brokers_up = CountLiveBrokers(admin_.get(), static_cast<int>(o.startup_timeout.count()));
+  auto brokers_up = CountLiveBrokers(admin_.get(), Clock::now() + o.startup_timeout);
   if (!brokers_up.ok()) {
     return absl::UnavailableError(absl::StrCat(
         "no Kafka broker at --brokers=", brokers, " answered within --startup_timeout_ms=",
@@ -328,8 +328,7 @@ absl::Status WalServer::PrepareTopics(const ServerOptions& o) {
     }
     return absl::OkStatus();
   }
-  const absl::Status status =
-      EnsureTopics(admin_.get(), topics, static_cast<int>(o.startup_timeout.count()));
+  const absl::Status status = EnsureTopics(admin_.get(), topics, Clock::now() + o.startup_timeout);
   if (status.ok()) return status;
   const std::string names =
       absl::StrCat(o.topic_prefix, "_0..", o.topic_count - 1, " and ", o.topic_prefix, "_meta");

@@ -29,6 +29,10 @@ struct EventDeleter {
 };
 using EventPtr = std::unique_ptr<rd_kafka_event_t, EventDeleter>;
 
+// librdkafka's timeout for a wait until `deadline`: at least 1 ms (0 would not wait at all), at
+// most an hour (so that the slack added to a wait below cannot overflow).
+int TimeoutMs(Clock::time_point deadline) { return std::max(1, MillisLeft(deadline, 3600 * 1000)); }
+
 // Runs one admin request and waits for its result event. `request_error`, when given, gets the
 // error of the request as a whole.
 absl::StatusOr<EventPtr> RunAdmin(
@@ -204,15 +208,13 @@ bool StaleLeader(rd_kafka_resp_err_t err) {
 // (seen under ThreadSanitizer in the concurrent core test).
 template <typename Result>
 absl::StatusOr<Result> QueryOffsets(
-    rd_kafka_t* rk, const std::string& topic, int32_t partition, int timeout_ms,
+    rd_kafka_t* rk, const std::string& topic, int32_t partition, Clock::time_point deadline,
     absl::string_view what,
     const std::function<rd_kafka_resp_err_t(int timeout_ms, Result* result)>& query) {
-  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
   const uint64_t cancelled_before = cancellations.load();
   while (true) {
     Result result{};
-    const rd_kafka_resp_err_t err =
-        query(std::max(1, std::min(kMaxTryMs, MillisLeft(deadline, timeout_ms))), &result);
+    const rd_kafka_resp_err_t err = query(std::min(kMaxTryMs, TimeoutMs(deadline)), &result);
     if (!err) return result;
     absl::Status status =
         KafkaErrorToStatus(err, absl::StrCat(what, " ", topic, "[", partition, "]"));
@@ -222,8 +224,7 @@ absl::StatusOr<Result> QueryOffsets(
     }
     if (StaleLeader(err)) {
       // Any metadata answer updates the client's cache (leaders, epochs); the shape is not needed.
-      (void)DescribeTopicShape(rk, topic,
-                               std::min(1000, std::max(1, MillisLeft(deadline, timeout_ms))));
+      (void)DescribeTopicShape(rk, topic, std::min(1000, TimeoutMs(deadline)));
     } else {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
@@ -238,18 +239,18 @@ void CancelWatermarkQueries() { ++cancellations; }
 uint64_t WatermarkQueryCancellations() { return cancellations.load(); }
 
 absl::StatusOr<Watermarks> QueryWatermarks(rd_kafka_t* rk, const std::string& topic,
-                                           int32_t partition, int timeout_ms) {
+                                           int32_t partition, Clock::time_point deadline) {
   return QueryOffsets<Watermarks>(
-      rk, topic, partition, timeout_ms, "querying the end of", [&](int timeout, Watermarks* marks) {
+      rk, topic, partition, deadline, "querying the end of", [&](int timeout, Watermarks* marks) {
         return rd_kafka_query_watermark_offsets(rk, topic.c_str(), partition, &marks->low,
                                                 &marks->high, timeout);
       });
 }
 
 absl::StatusOr<int64_t> OffsetForTime(rd_kafka_t* rk, const std::string& topic, int32_t partition,
-                                      int64_t time_ms, int timeout_ms) {
+                                      int64_t time_ms, Clock::time_point deadline) {
   return QueryOffsets<int64_t>(
-      rk, topic, partition, timeout_ms, "looking up a time in", [&](int timeout, int64_t* offset) {
+      rk, topic, partition, deadline, "looking up a time in", [&](int timeout, int64_t* offset) {
         rd_kafka_topic_partition_list_t* list = rd_kafka_topic_partition_list_new(1);
         rd_kafka_topic_partition_list_add(list, topic.c_str(), partition)->offset = time_ms;
         rd_kafka_resp_err_t err = rd_kafka_offsets_for_times(rk, list, timeout);
@@ -260,7 +261,8 @@ absl::StatusOr<int64_t> OffsetForTime(rd_kafka_t* rk, const std::string& topic, 
       });
 }
 
-absl::Status EnsureTopics(rd_kafka_t* rk, const std::vector<TopicSpec>& topics, int timeout_ms) {
+absl::Status EnsureTopics(rd_kafka_t* rk, const std::vector<TopicSpec>& topics,
+                          Clock::time_point deadline) {
   std::vector<rd_kafka_NewTopic_t*> new_topics;
   char errstr[512];
   for (const TopicSpec& spec : topics) {
@@ -276,7 +278,7 @@ absl::Status EnsureTopics(rd_kafka_t* rk, const std::vector<TopicSpec>& topics, 
     new_topics.push_back(t);
   }
   auto event =
-      RunAdmin(rk, RD_KAFKA_ADMIN_OP_CREATETOPICS, timeout_ms,
+      RunAdmin(rk, RD_KAFKA_ADMIN_OP_CREATETOPICS, TimeoutMs(deadline),
                [&](rd_kafka_AdminOptions_t* options, rd_kafka_queue_t* queue) {
                  rd_kafka_CreateTopics(rk, new_topics.data(), new_topics.size(), options, queue);
                });
@@ -299,29 +301,31 @@ absl::Status EnsureTopics(rd_kafka_t* rk, const std::vector<TopicSpec>& topics, 
       spdlog::info("created topic {}", name);
     }
   }
-  if (absl::Status s = WaitForTopics(rk, topics, timeout_ms); !s.ok()) return s;
+  if (absl::Status s = WaitForTopics(rk, topics, deadline); !s.ok()) return s;
   for (const TopicSpec& spec : topics) {
     if (existing.count(spec.name)) {
-      if (absl::Status s = CheckExistingTopic(rk, spec, timeout_ms); !s.ok()) return s;
+      if (absl::Status s = CheckExistingTopic(rk, spec, TimeoutMs(deadline)); !s.ok()) return s;
     }
     if (spec.replication_factor == -1) {
-      if (absl::Status s = CheckReplicasForMinInsync(rk, spec, timeout_ms); !s.ok()) return s;
+      if (absl::Status s = CheckReplicasForMinInsync(rk, spec, TimeoutMs(deadline)); !s.ok()) {
+        return s;
+      }
     }
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<int> CountLiveBrokers(rd_kafka_t* rk, int timeout_ms) {
+absl::StatusOr<int> CountLiveBrokers(rd_kafka_t* rk, Clock::time_point deadline) {
   const rd_kafka_metadata_t* md = nullptr;
-  const rd_kafka_resp_err_t err = rd_kafka_metadata(rk, 0, nullptr, &md, timeout_ms);
+  const rd_kafka_resp_err_t err = rd_kafka_metadata(rk, 0, nullptr, &md, TimeoutMs(deadline));
   if (err) return KafkaErrorToStatus(err, "asking Kafka for its brokers");
   const int brokers = md->broker_cnt;
   rd_kafka_metadata_destroy(md);
   return brokers;
 }
 
-absl::Status WaitForTopics(rd_kafka_t* rk, const std::vector<TopicSpec>& topics, int timeout_ms) {
-  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+absl::Status WaitForTopics(rd_kafka_t* rk, const std::vector<TopicSpec>& topics,
+                           Clock::time_point deadline) {
   for (const TopicSpec& spec : topics) {
     while (true) {
       auto shape = DescribeTopicShape(rk, spec.name, 2000);
@@ -359,14 +363,15 @@ absl::Status RefusalStatus(const absl::Status& status) {
 }  // namespace
 
 absl::StatusOr<int64_t> DeleteRecordsBefore(rd_kafka_t* rk, const std::string& topic,
-                                            int32_t partition, int64_t before, int timeout_ms) {
+                                            int32_t partition, int64_t before,
+                                            Clock::time_point deadline) {
   rd_kafka_topic_partition_list_t* offsets = rd_kafka_topic_partition_list_new(1);
   rd_kafka_topic_partition_list_add(offsets, topic.c_str(), partition)->offset = before;
   rd_kafka_DeleteRecords_t* request = rd_kafka_DeleteRecords_new(offsets);
   rd_kafka_topic_partition_list_destroy(offsets);
   rd_kafka_resp_err_t request_error = RD_KAFKA_RESP_ERR_NO_ERROR;
   auto event = RunAdmin(
-      rk, RD_KAFKA_ADMIN_OP_DELETERECORDS, timeout_ms,
+      rk, RD_KAFKA_ADMIN_OP_DELETERECORDS, TimeoutMs(deadline),
       [&](rd_kafka_AdminOptions_t* options, rd_kafka_queue_t* queue) {
         rd_kafka_DeleteRecords(rk, &request, 1, options, queue);
       },

@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "server/common/deadline.h"
 
 namespace wal {
 
@@ -23,21 +24,24 @@ struct Watermarks {
 void CancelWatermarkQueries();
 // How many times CancelWatermarkQueries was called: work that began before a change must stop.
 uint64_t WatermarkQueryCancellations();
+// Every call here waits on Kafka until `deadline` at most, and turns it into librdkafka's
+// timeout itself.
+//
 // The partition's watermarks (Kafka's ListOffsets, earliest and latest; the high one as a
-// read_committed consumer sees it), within `timeout_ms`; errors that a retry may cure are
-// retried while time is left.
+// read_committed consumer sees it); errors that a retry may cure are retried while time is left.
 absl::StatusOr<Watermarks> QueryWatermarks(rd_kafka_t* rk, const std::string& topic,
-                                           int32_t partition, int timeout_ms);
+                                           int32_t partition, Clock::time_point deadline);
 // The first offset of the partition whose record timestamp is at or after `time_ms` (Kafka's
 // offsets-for-times), or -1 when no record is that recent. Bounded like QueryWatermarks.
 absl::StatusOr<int64_t> OffsetForTime(rd_kafka_t* rk, const std::string& topic, int32_t partition,
-                                      int64_t time_ms, int timeout_ms);
+                                      int64_t time_ms, Clock::time_point deadline);
 
 // Deletes the records of a partition below `before` (Kafka's DeleteRecords); returns the new
 // low watermark. FAILED_PRECONDITION when the cluster refuses the call for good (a policy such
 // as cleanup.policy=compact, an ACL, a Kafka without it).
 absl::StatusOr<int64_t> DeleteRecordsBefore(rd_kafka_t* rk, const std::string& topic,
-                                            int32_t partition, int64_t before, int timeout_ms);
+                                            int32_t partition, int64_t before,
+                                            Clock::time_point deadline);
 
 struct TopicSpec {
   std::string name;
@@ -51,13 +55,15 @@ struct TopicSpec {
 // A topic made with the brokers' default replication factor (-1) must have at least its
 // min.insync.replicas replicas; else FAILED_PRECONDITION whose message holds kFewerThanMinInsync.
 inline constexpr char kFewerThanMinInsync[] = "--min_insync_replicas";
-absl::Status EnsureTopics(rd_kafka_t* rk, const std::vector<TopicSpec>& topics, int timeout_ms);
+absl::Status EnsureTopics(rd_kafka_t* rk, const std::vector<TopicSpec>& topics,
+                          Clock::time_point deadline);
 
 // Asks any broker for the cluster's metadata: the number of live brokers, or UNAVAILABLE when
-// none answered within `timeout_ms`.
-absl::StatusOr<int> CountLiveBrokers(rd_kafka_t* rk, int timeout_ms);
+// none answered by `deadline`.
+absl::StatusOr<int> CountLiveBrokers(rd_kafka_t* rk, Clock::time_point deadline);
 
 // Waits until every topic is known to the client's metadata with its partitions led.
-absl::Status WaitForTopics(rd_kafka_t* rk, const std::vector<TopicSpec>& topics, int timeout_ms);
+absl::Status WaitForTopics(rd_kafka_t* rk, const std::vector<TopicSpec>& topics,
+                           Clock::time_point deadline);
 
 }  // namespace wal

@@ -17,6 +17,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "server/common/deadline.h"
 #include "server/kafka/client.h"
 
 namespace wal {
@@ -55,8 +56,8 @@ class Producer {
   ~Producer();  // flushes for a bounded time, then purges: every handler still gets its report
 
   // Looks up `topics` now (and keeps their handles), so that producing to them later does not
-  // wait for metadata. UNAVAILABLE if Kafka does not answer within `timeout_ms`.
-  absl::Status Prepare(const std::vector<std::string>& topics, int timeout_ms);
+  // wait for metadata. UNAVAILABLE if Kafka does not answer by `deadline`.
+  absl::Status Prepare(const std::vector<std::string>& topics, Clock::time_point deadline);
 
   // Enqueues one record; `value` is not copied and must stay valid until `handler` is called.
   // Never blocks. On error the handler will not be called.

@@ -108,8 +108,8 @@ void EntryReader::ScanEnded(SlotScan* scan) {
 }
 
 absl::StatusOr<int64_t> EntryReader::LowWatermark(const Slot& slot, Clock::time_point deadline) {
-  auto marks =
-      QueryWatermarks(meta_->watermarks_client(), slot.topic, slot.partition, MillisLeft(deadline));
+  auto marks = QueryWatermarks(meta_->watermarks_client(), slot.topic, slot.partition,
+                               Within(deadline, kKafkaRequestTimeout));
   if (!marks.ok()) return marks.status();
   return marks->low;
 }
@@ -151,7 +151,7 @@ absl::StatusOr<std::shared_ptr<ReadMember>> EntryReader::MakeMember(
   if (known == marks_of->end()) {
     absl::StatusOr<Watermarks> marks =
         QueryWatermarks(meta_->watermarks_client(), ns->slot.topic, ns->slot.partition,
-                        std::max(1, MillisLeft(stop_at)));
+                        Within(stop_at, kKafkaRequestTimeout));
     if (!marks.ok()) return marks.status();
     known = marks_of->emplace(ns->slot, *marks).first;
   }
@@ -170,7 +170,7 @@ absl::StatusOr<std::shared_ptr<ReadMember>> EntryReader::MakeMember(
     // member then starts at the first entry encoded at or after that time.
     absl::StatusOr<int64_t> at =
         OffsetForTime(meta_->watermarks_client(), ns->slot.topic, ns->slot.partition,
-                      params.start_time_ms, std::max(1, MillisLeft(stop_at)));
+                      params.start_time_ms, Within(stop_at, kKafkaRequestTimeout));
     if (!at.ok()) return at.status();
     start = *at < 0 ? end : std::clamp(*at, first, end);
     // Kafka answers only from the records still there: at the low watermark the time may lie

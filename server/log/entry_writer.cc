@@ -104,8 +104,8 @@ absl::StatusOr<std::unique_ptr<EntryWriter>> EntryWriter::Create(const KafkaProp
   for (int i = 0; i < std::max(1, options.producers); ++i) {
     auto producer = RecoveringProducer::Create(properties, absl::StrCat(name, "-writer-", i));
     if (!producer.ok()) return producer.status();
-    if (absl::Status s = (*producer)->current()->Prepare(
-            options.topics, static_cast<int>(kKafkaRequestTimeout.count()));
+    if (absl::Status s =
+            (*producer)->current()->Prepare(options.topics, Clock::now() + kKafkaRequestTimeout);
         !s.ok()) {
       return s;
     }

@@ -63,8 +63,7 @@ absl::StatusOr<std::unique_ptr<MetaStore>> MetaStore::Open(const KafkaProperties
   auto producer = RecoveringProducer::Create(properties, store->options_.writer + "-meta");
   if (!producer.ok()) return producer.status();
   store->producer_ = std::move(*producer);
-  if (absl::Status s = store->producer_->current()->Prepare({store->options_.topic},
-                                                            MillisLeft(deadline, 1 << 30));
+  if (absl::Status s = store->producer_->current()->Prepare({store->options_.topic}, deadline);
       !s.ok()) {
     return s;
   }
@@ -96,7 +95,7 @@ absl::StatusOr<std::unique_ptr<MetaStore>> MetaStore::Open(const KafkaProperties
   absl::StatusOr<Watermarks> end;
   do {
     end = QueryWatermarks(store->consumer_->handle(), store->options_.topic, 0,
-                          MillisLeft(deadline, 5000));
+                          Within(deadline, std::chrono::seconds(5)));
   } while (!end.ok() && Clock::now() < deadline);
   if (!end.ok()) return end.status();
 
@@ -564,7 +563,7 @@ absl::StatusOr<NamespaceState> MetaStore::RecordFence(uint64_t namespace_id, Fen
 
 absl::Status MetaStore::CatchUp(Clock::time_point deadline) {
   auto end = QueryWatermarks(watermarks_client_.get(), options_.topic, 0,
-                             std::max(1, MillisLeft(deadline)));
+                             Within(deadline, kKafkaRequestTimeout));
   if (!end.ok()) return end.status();
   return WaitApplied(end->high - 1, deadline);
 }

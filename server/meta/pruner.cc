@@ -59,11 +59,6 @@ absl::Status Pruner::RunOnce() {
   // round gives up when asked to stop or out of time. With Kafka unreachable that bounds both
   // a round and how long shutdown waits for it.
   const auto step_deadline = [&] { return std::min(round_deadline, Clock::now() + kStepTimeout); };
-  const auto step_ms = [&] {
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(step_deadline() - Clock::now());
-    return static_cast<int>(std::max<int64_t>(1, left.count()));
-  };
   const auto give_up = [&]() -> absl::Status {
     if (stopping()) return absl::CancelledError("pruning: walserver is shutting down");
     if (Clock::now() >= round_deadline) {
@@ -76,7 +71,7 @@ absl::Status Pruner::RunOnce() {
   absl::Status first_error;
   for (size_t i = 0; i < slots_.size(); ++i) {
     if (absl::Status s = give_up(); !s.ok()) return s;
-    auto m = QueryWatermarks(admin_, slots_[i].topic, slots_[i].partition, step_ms());
+    auto m = QueryWatermarks(admin_, slots_[i].topic, slots_[i].partition, step_deadline());
     if (m.ok()) {
       marks[i] = *m;
     } else if (first_error.ok()) {
@@ -105,7 +100,7 @@ absl::Status Pruner::RunOnce() {
     // Also finishes a deletion an earlier round recorded but did not complete.
     point = meta_->PrunedBefore(slot);
     if (point <= marks[i]->low) continue;
-    auto low = DeleteRecordsBefore(admin_, slot.topic, slot.partition, point, step_ms());
+    auto low = DeleteRecordsBefore(admin_, slot.topic, slot.partition, point, step_deadline());
     if (!low.ok() && absl::IsFailedPrecondition(low.status())) {
       ++metrics_->prune_refusals;
       if (mode_ == PruneMode::kAuto) {

@@ -207,7 +207,7 @@ class Core : public ::testing::Test {
                                     "compact" }
                                 }
                               }},
-                             60000)
+                             Clock::now() + std::chrono::seconds(60))
                     .ok());
 #endif
     for (int p = 0; p < kPartitions; ++p) slots_.push_back(Slot{topic_, p});
@@ -256,7 +256,8 @@ class Core : public ::testing::Test {
     auto created = meta_->Create(
         ns,
         [this](const Slot& slot) -> absl::StatusOr<int64_t> {
-          auto marks = QueryWatermarks(admin_.get(), slot.topic, slot.partition, 10000);
+          auto marks = QueryWatermarks(admin_.get(), slot.topic, slot.partition,
+                                       Clock::now() + std::chrono::seconds(10));
           if (!marks.ok()) return marks.status();
           return marks->high;
         },
@@ -634,7 +635,8 @@ TEST_F(Core, ManyCreationsAtOnceShareEndQueriesAndNeverStartEarly) {
   for (int i = 0; i < kCreations; ++i) {
     creators.emplace_back([&, i] {
       for (const Slot& slot : slots_) {
-        auto marks = QueryWatermarks(admin_.get(), slot.topic, slot.partition, 10000);
+        auto marks = QueryWatermarks(admin_.get(), slot.topic, slot.partition,
+                                     Clock::now() + std::chrono::seconds(10));
         if (!marks.ok()) failures[i] = marks.status();
         if (marks.ok()) ends_before[i][slot] = marks->high;
       }
