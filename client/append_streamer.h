@@ -10,7 +10,7 @@
 //            cancels a stream whose write has not gone out within an attempt's timeout.
 // An append whose stream broke, or whose answer was UNAVAILABLE or DEADLINE_EXCEEDED, goes again
 // on the next stream with the same writer id and sequences, so a read returns it once; as with
-// unary appends, until its deadline (max_retries = 0 turns retries off). A stream counts as
+// unary appends, until its deadline (max_retries <= 0 turns retries off). A stream counts as
 // broken when a write does not go out, or an answer does not come, within an attempt's timeout
 // and a second. Appends over 4 MiB go as unary calls: one such append saves no per-call cost,
 // and alone it could exceed the server's message limit and fail the stream for everyone.

@@ -29,9 +29,17 @@ struct EventDeleter {
 };
 using EventPtr = std::unique_ptr<rd_kafka_event_t, EventDeleter>;
 
+// A caller's deadline, none (max()) bounded by kKafkaRequestTimeout: nothing here waits on Kafka
+// without end.
+Clock::time_point Bounded(Clock::time_point deadline) {
+  return deadline == Clock::time_point::max() ? Clock::now() + kKafkaRequestTimeout : deadline;
+}
+
 // librdkafka's timeout for a wait until `deadline`: at least 1 ms (0 would not wait at all), at
 // most an hour (so that the slack added to a wait below cannot overflow).
-int TimeoutMs(Clock::time_point deadline) { return std::max(1, MillisLeft(deadline, 3600 * 1000)); }
+int TimeoutMs(Clock::time_point deadline) {
+  return std::max(1, MillisLeft(Bounded(deadline), 3600 * 1000));
+}
 
 // Runs one admin request and waits for its result event. `request_error`, when given, gets the
 // error of the request as a whole.
@@ -211,6 +219,7 @@ absl::StatusOr<Result> QueryOffsets(
     rd_kafka_t* rk, const std::string& topic, int32_t partition, Clock::time_point deadline,
     absl::string_view what,
     const std::function<rd_kafka_resp_err_t(int timeout_ms, Result* result)>& query) {
+  deadline = Bounded(deadline);
   const uint64_t cancelled_before = cancellations.load();
   while (true) {
     Result result{};
@@ -263,6 +272,9 @@ absl::StatusOr<int64_t> OffsetForTime(rd_kafka_t* rk, const std::string& topic, 
 
 absl::Status EnsureTopics(rd_kafka_t* rk, const std::vector<TopicSpec>& topics,
                           Clock::time_point deadline) {
+  // Each step may take the whole time (creation, then the checks, each as long as the topics
+  // need).
+  const int timeout_ms = TimeoutMs(deadline);
   std::vector<rd_kafka_NewTopic_t*> new_topics;
   char errstr[512];
   for (const TopicSpec& spec : topics) {
@@ -278,7 +290,7 @@ absl::Status EnsureTopics(rd_kafka_t* rk, const std::vector<TopicSpec>& topics,
     new_topics.push_back(t);
   }
   auto event =
-      RunAdmin(rk, RD_KAFKA_ADMIN_OP_CREATETOPICS, TimeoutMs(deadline),
+      RunAdmin(rk, RD_KAFKA_ADMIN_OP_CREATETOPICS, timeout_ms,
                [&](rd_kafka_AdminOptions_t* options, rd_kafka_queue_t* queue) {
                  rd_kafka_CreateTopics(rk, new_topics.data(), new_topics.size(), options, queue);
                });
@@ -301,13 +313,17 @@ absl::Status EnsureTopics(rd_kafka_t* rk, const std::vector<TopicSpec>& topics,
       spdlog::info("created topic {}", name);
     }
   }
-  if (absl::Status s = WaitForTopics(rk, topics, deadline); !s.ok()) return s;
+  if (absl::Status s =
+          WaitForTopics(rk, topics, Clock::now() + std::chrono::milliseconds(timeout_ms));
+      !s.ok()) {
+    return s;
+  }
   for (const TopicSpec& spec : topics) {
     if (existing.count(spec.name)) {
-      if (absl::Status s = CheckExistingTopic(rk, spec, TimeoutMs(deadline)); !s.ok()) return s;
+      if (absl::Status s = CheckExistingTopic(rk, spec, timeout_ms); !s.ok()) return s;
     }
     if (spec.replication_factor == -1) {
-      if (absl::Status s = CheckReplicasForMinInsync(rk, spec, TimeoutMs(deadline)); !s.ok()) {
+      if (absl::Status s = CheckReplicasForMinInsync(rk, spec, timeout_ms); !s.ok()) {
         return s;
       }
     }
@@ -326,6 +342,7 @@ absl::StatusOr<int> CountLiveBrokers(rd_kafka_t* rk, Clock::time_point deadline)
 
 absl::Status WaitForTopics(rd_kafka_t* rk, const std::vector<TopicSpec>& topics,
                            Clock::time_point deadline) {
+  deadline = Bounded(deadline);
   for (const TopicSpec& spec : topics) {
     while (true) {
       auto shape = DescribeTopicShape(rk, spec.name, 2000);

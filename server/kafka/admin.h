@@ -24,8 +24,8 @@ struct Watermarks {
 void CancelWatermarkQueries();
 // How many times CancelWatermarkQueries was called: work that began before a change must stop.
 uint64_t WatermarkQueryCancellations();
-// Every call here waits on Kafka until `deadline` at most, and turns it into librdkafka's
-// timeout itself.
+// Every call here waits on Kafka until `deadline` at most (none, time_point::max(): the
+// default kKafkaRequestTimeout), and turns it into librdkafka's timeout itself.
 //
 // The partition's watermarks (Kafka's ListOffsets, earliest and latest; the high one as a
 // read_committed consumer sees it); errors that a retry may cure are retried while time is left.
