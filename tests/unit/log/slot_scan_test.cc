@@ -20,12 +20,14 @@
 
 #include "server/common/namespace_key.h"
 #include "server/log/record_format.h"
+#include "tests/support/recording_sink.h"
 
 namespace wal {
 namespace {
 
 using std::chrono::milliseconds;
 using std::chrono::seconds;
+using testing::RecordingSink;
 
 struct FakeRecord {
   std::string key;
@@ -97,64 +99,6 @@ class FakeHost : public ScanHost {
   void ScanEnded(SlotScan*) override { ++scans_ended; }
 };
 
-// Collects what a read delivers; can be told to stall (Send blocks) until released.
-class TestSink : public ReadSink {
- public:
-  bool Send(v1::ReadResponse batch) override {
-    // A client slower than the scan (over a network), but one that keeps taking batches.
-    if (send_time_ > Clock::duration::zero()) std::this_thread::sleep_for(send_time_);
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [this] { return !stalled_ || cancelled_; });
-    for (const v1::Entry& e : batch.entries()) entries_.emplace_back(e.entry_id(), e.data());
-    cv_.notify_all();
-    return !cancelled_;
-  }
-  bool cancelled() const override { return cancelled_; }
-  void Finish(absl::Status status) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    status_ = std::move(status);
-    finished_ = true;
-    cv_.notify_all();
-  }
-
-  // Set before the read starts.
-  void SetSendTime(Clock::duration d) { send_time_ = d; }
-  void Stall(bool stalled) {
-    std::lock_guard<std::mutex> lock(mu_);
-    stalled_ = stalled;
-    cv_.notify_all();
-  }
-  void Cancel() {
-    std::lock_guard<std::mutex> lock(mu_);
-    cancelled_ = true;
-    cv_.notify_all();
-  }
-  // The status, once the read finished within 10 s.
-  std::optional<absl::Status> Finished() {
-    std::unique_lock<std::mutex> lock(mu_);
-    if (!cv_.wait_for(lock, seconds(10), [this] { return finished_; })) return std::nullopt;
-    return status_;
-  }
-  bool WaitForEntries(size_t n) {
-    std::unique_lock<std::mutex> lock(mu_);
-    return cv_.wait_for(lock, seconds(10), [&] { return entries_.size() >= n; });
-  }
-  std::vector<std::pair<uint64_t, std::string>> entries() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return entries_;
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stalled_ = false;
-  Clock::duration send_time_ = Clock::duration::zero();
-  std::atomic<bool> cancelled_{false};
-  bool finished_ = false;
-  absl::Status status_;
-  std::vector<std::pair<uint64_t, std::string>> entries_;
-};
-
 class SlotScanTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -184,7 +128,7 @@ class SlotScanTest : public ::testing::Test {
   // A read of `ns` from `start` to the slot's end as it is now (or following), delivering to
   // `sink` on a thread of its own. A read taken off its scan rejoins a scan of its own, as
   // EntryReader does.
-  std::shared_ptr<ReadMember> Read(uint64_t ns, int64_t start, std::shared_ptr<TestSink> sink,
+  std::shared_ptr<ReadMember> Read(uint64_t ns, int64_t start, std::shared_ptr<RecordingSink> sink,
                                    bool follow = false,
                                    std::shared_ptr<QueueBudget> call_budget = nullptr) {
     ReadParams params;
@@ -213,12 +157,6 @@ class SlotScanTest : public ::testing::Test {
     return scan;
   }
 
-  static std::vector<std::string> Data(const std::vector<std::pair<uint64_t, std::string>>& got) {
-    std::vector<std::string> out;
-    for (const auto& [id, data] : got) out.push_back(data);
-    return out;
-  }
-
   const Slot slot_{"wal_0", 0};
   FakeHost host_;
   Metrics metrics_;
@@ -235,12 +173,12 @@ TEST_F(SlotScanTest, ReadsOfOneSlotShareOneScanAndGetOnlyTheirOwnEntries) {
     if (i % 10 == 0) AppendForeign();
     Append(2, two.emplace_back("two " + std::to_string(i)));
   }
-  auto sink1 = std::make_shared<TestSink>(), sink2 = std::make_shared<TestSink>();
+  auto sink1 = std::make_shared<RecordingSink>(), sink2 = std::make_shared<RecordingSink>();
   RunScan({Read(1, 0, sink1), Read(2, 0, sink2)});
-  ASSERT_EQ(sink1->Finished(), absl::OkStatus());
-  ASSERT_EQ(sink2->Finished(), absl::OkStatus());
-  EXPECT_EQ(Data(sink1->entries()), one);
-  EXPECT_EQ(Data(sink2->entries()), two);
+  ASSERT_EQ(sink1->WaitFinished(seconds(10)), absl::OkStatus());
+  ASSERT_EQ(sink2->WaitFinished(seconds(10)), absl::OkStatus());
+  EXPECT_EQ(sink1->data(), one);
+  EXPECT_EQ(sink2->data(), two);
   EXPECT_EQ(host_.consumers_acquired.load(), 1);
   EXPECT_EQ(context_.records_skipped.load(), 5u) << "the foreign records";
   // Every record of the slot was taken from Kafka once, for both reads.
@@ -255,19 +193,19 @@ TEST_F(SlotScanTest, AReadThatJoinsLateMakesTheScanGoBackForIt) {
     Append(1, one.emplace_back("one " + std::to_string(i)));
     Append(2, two.emplace_back("two " + std::to_string(i)));
   }
-  auto follower = std::make_shared<TestSink>();
+  auto follower = std::make_shared<RecordingSink>();
   auto scan = RunScan({Read(1, 0, follower, /*follow=*/true)});
-  ASSERT_TRUE(follower->WaitForEntries(one.size()));
+  ASSERT_TRUE(follower->WaitForEntries(one.size(), seconds(10)));
   // The scan is at the end of the slot; a read from the start joins it behind.
-  auto late = std::make_shared<TestSink>();
+  auto late = std::make_shared<RecordingSink>();
   ASSERT_TRUE(scan->TryJoin(Read(2, 0, late)));
-  ASSERT_EQ(late->Finished(), absl::OkStatus());
-  EXPECT_EQ(Data(late->entries()), two);
+  ASSERT_EQ(late->WaitFinished(seconds(10)), absl::OkStatus());
+  EXPECT_EQ(late->data(), two);
   EXPECT_EQ(metrics_.read_scan_rewinds.load(), 1u);
   EXPECT_EQ(host_.consumers_acquired.load(), 1);
   follower->Cancel();
-  EXPECT_EQ(follower->Finished()->code(), absl::StatusCode::kCancelled);
-  EXPECT_EQ(Data(follower->entries()), one) << "nothing again after the scan went back";
+  EXPECT_EQ(follower->WaitFinished(seconds(10))->code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(follower->data(), one) << "nothing again after the scan went back";
 }
 
 TEST_F(SlotScanTest, AStalledReadIsTakenOffTheScanAndTheOthersGoOn) {
@@ -278,17 +216,18 @@ TEST_F(SlotScanTest, AStalledReadIsTakenOffTheScanAndTheOthersGoOn) {
     Append(1, one.emplace_back(std::string(100, 'a') + std::to_string(i)));
     Append(2, two.emplace_back(std::string(100, 'b') + std::to_string(i)));
   }
-  auto stalled = std::make_shared<TestSink>(), moving = std::make_shared<TestSink>();
+  auto stalled = std::make_shared<RecordingSink>(), moving = std::make_shared<RecordingSink>();
   stalled->Stall(true);
   RunScan({Read(1, 0, stalled), Read(2, 0, moving)});
-  ASSERT_EQ(moving->Finished(), absl::OkStatus()) << "the stalled read held the other up";
-  EXPECT_EQ(Data(moving->entries()), two);
+  ASSERT_EQ(moving->WaitFinished(seconds(10)), absl::OkStatus())
+      << "the stalled read held the other up";
+  EXPECT_EQ(moving->data(), two);
   EXPECT_GE(metrics_.read_scan_detaches.load(), 1u);
   // Once its client pulls again, the stalled read goes on with a scan of its own from where it
   // stood, and still gets every entry once, in order.
   stalled->Stall(false);
-  ASSERT_EQ(stalled->Finished(), absl::OkStatus());
-  EXPECT_EQ(Data(stalled->entries()), one);
+  ASSERT_EQ(stalled->WaitFinished(seconds(10)), absl::OkStatus());
+  EXPECT_EQ(stalled->data(), one);
   // A scan of its own waits up to a second for a client that keeps pulling rather than detach it
   // again (each detach costs a new scan): at most one detach per read (the other one's client
   // may fall behind too).
@@ -306,21 +245,20 @@ TEST_F(SlotScanTest, ABigReadOfAReadManyWhoseClientKeepsPullingStaysOnTheSharedS
     Append(1, big.emplace_back(std::string(100, 'a') + std::to_string(i)));
   }
   auto call = std::make_shared<QueueBudget>(1000);  // a few batches for the whole call
-  std::vector<std::shared_ptr<TestSink>> empty_sinks;
+  std::vector<std::shared_ptr<RecordingSink>> empty_sinks;
   std::vector<std::shared_ptr<ReadMember>> members;
   for (uint64_t ns = 100; ns < 200; ++ns) {
     members.push_back(
-        Read(ns, 0, empty_sinks.emplace_back(std::make_shared<TestSink>()), false, call));
+        Read(ns, 0, empty_sinks.emplace_back(std::make_shared<RecordingSink>()), false, call));
   }
   // Last, so that its client's time to pull starts just before the scan does.
-  auto sink = std::make_shared<TestSink>();
-  sink->SetSendTime(milliseconds(1));
+  auto sink = std::make_shared<RecordingSink>(milliseconds(1));
   members.push_back(Read(1, 0, sink, false, call));
   RunScan(members);
-  ASSERT_EQ(sink->Finished(), absl::OkStatus());
-  EXPECT_EQ(Data(sink->entries()), big);
+  ASSERT_EQ(sink->WaitFinished(seconds(10)), absl::OkStatus());
+  EXPECT_EQ(sink->data(), big);
   for (auto& empty : empty_sinks) {
-    ASSERT_EQ(empty->Finished(), absl::OkStatus());
+    ASSERT_EQ(empty->WaitFinished(seconds(10)), absl::OkStatus());
     EXPECT_TRUE(empty->entries().empty());
   }
   EXPECT_EQ(metrics_.read_scan_detaches.load(), 0u);
@@ -339,13 +277,13 @@ TEST_F(SlotScanTest, ASlowReadIsNotWaitedForWhenItWouldHoldUpAnotherCall) {
     Append(1, big.emplace_back(std::string(100, 'a') + std::to_string(i)));
     Append(2, other.emplace_back(std::string(100, 'b') + std::to_string(i)));
   }
-  auto slow = std::make_shared<TestSink>(), fast = std::make_shared<TestSink>();
-  slow->SetSendTime(milliseconds(1));
+  auto slow = std::make_shared<RecordingSink>(milliseconds(1));
+  auto fast = std::make_shared<RecordingSink>();
   RunScan({Read(1, 0, slow), Read(2, 0, fast)});
-  ASSERT_EQ(fast->Finished(), absl::OkStatus());
-  EXPECT_EQ(Data(fast->entries()), other);
-  ASSERT_EQ(slow->Finished(), absl::OkStatus());
-  EXPECT_EQ(Data(slow->entries()), big);
+  ASSERT_EQ(fast->WaitFinished(seconds(10)), absl::OkStatus());
+  EXPECT_EQ(fast->data(), other);
+  ASSERT_EQ(slow->WaitFinished(seconds(10)), absl::OkStatus());
+  EXPECT_EQ(slow->data(), big);
   EXPECT_GE(metrics_.read_scan_detaches.load(), 1u);
 }
 
@@ -358,10 +296,11 @@ TEST_F(SlotScanTest, AReadOfAReadManyMayHoldAllOfItsCallsBudget) {
   }
   // The client stalls: the call's budget (the read queues about 32 KB of its 100 KB) keeps the
   // read on the scan although it is far over a read's own bound.
-  auto roomy = std::make_shared<TestSink>();
+  auto roomy = std::make_shared<RecordingSink>();
   roomy->Stall(true);
   auto call = std::make_shared<QueueBudget>(100000);
-  RunScan({Read(1, 0, roomy, false, call), Read(2, 0, std::make_shared<TestSink>(), false, call)});
+  RunScan(
+      {Read(1, 0, roomy, false, call), Read(2, 0, std::make_shared<RecordingSink>(), false, call)});
   const auto give_up = Clock::now() + seconds(10);
   while (host_.scans_ended.load() == 0 && Clock::now() < give_up) {
     std::this_thread::sleep_for(milliseconds(10));
@@ -369,12 +308,12 @@ TEST_F(SlotScanTest, AReadOfAReadManyMayHoldAllOfItsCallsBudget) {
   ASSERT_EQ(host_.scans_ended.load(), 1) << "the scan read the whole slot without waiting";
   EXPECT_EQ(metrics_.read_scan_detaches.load(), 0u);
   roomy->Stall(false);
-  ASSERT_EQ(roomy->Finished(), absl::OkStatus());
-  EXPECT_EQ(Data(roomy->entries()), big);
+  ASSERT_EQ(roomy->WaitFinished(seconds(10)), absl::OkStatus());
+  EXPECT_EQ(roomy->data(), big);
   EXPECT_EQ(call->queued.load(), 0u) << "every queued byte was given back";
 
   // A budget spent: the stalled read is taken off the scan as before.
-  auto spent = std::make_shared<TestSink>();
+  auto spent = std::make_shared<RecordingSink>();
   spent->Stall(true);
   RunScan({Read(1, 0, spent, false, std::make_shared<QueueBudget>(2000))});
   const auto give_up_again = Clock::now() + seconds(10);
@@ -383,8 +322,8 @@ TEST_F(SlotScanTest, AReadOfAReadManyMayHoldAllOfItsCallsBudget) {
   }
   EXPECT_EQ(metrics_.read_scan_detaches.load(), 1u);
   spent->Stall(false);
-  ASSERT_EQ(spent->Finished(), absl::OkStatus());
-  EXPECT_EQ(Data(spent->entries()), big);
+  ASSERT_EQ(spent->WaitFinished(seconds(10)), absl::OkStatus());
+  EXPECT_EQ(spent->data(), big);
 }
 
 TEST_F(SlotScanTest, AScanOfItsOwnWaitsForASlowClientButReleasesAStalledOne) {
@@ -393,7 +332,7 @@ TEST_F(SlotScanTest, AScanOfItsOwnWaitsForASlowClientButReleasesAStalledOne) {
   std::vector<std::string> one;
   for (int i = 0; i < 100; ++i)
     Append(1, one.emplace_back(std::string(100, 'a') + std::to_string(i)));
-  auto sink = std::make_shared<TestSink>();
+  auto sink = std::make_shared<RecordingSink>();
   sink->Stall(true);
   RunScan({Read(1, 0, sink)}, /*shared=*/false);
   // Stalled for good: after about a second the scan lets the read go and ends, so a stalled
@@ -406,33 +345,32 @@ TEST_F(SlotScanTest, AScanOfItsOwnWaitsForASlowClientButReleasesAStalledOne) {
   EXPECT_EQ(host_.consumers_released.load(), 1);
   EXPECT_EQ(metrics_.read_scan_detaches.load(), 1u);
   sink->Stall(false);
-  ASSERT_EQ(sink->Finished(), absl::OkStatus());
-  EXPECT_EQ(Data(sink->entries()), one);
+  ASSERT_EQ(sink->WaitFinished(seconds(10)), absl::OkStatus());
+  EXPECT_EQ(sink->data(), one);
 }
 
 TEST_F(SlotScanTest, LostRecordsEndOnlyTheReadsThatNeededThem) {
   for (int i = 0; i < 10; ++i) Append(1, "one " + std::to_string(i));
   host_.low = 5;  // offsets 0..4 gone, and nobody pruned them
-  auto needs_lost = std::make_shared<TestSink>(), after_loss = std::make_shared<TestSink>();
+  auto needs_lost = std::make_shared<RecordingSink>(),
+       after_loss = std::make_shared<RecordingSink>();
   RunScan({Read(1, 0, needs_lost), Read(1, 6, after_loss)});
-  const std::optional<absl::Status> lost = needs_lost->Finished();
+  const std::optional<absl::Status> lost = needs_lost->WaitFinished(seconds(10));
   ASSERT_TRUE(lost.has_value());
   EXPECT_EQ(lost->code(), absl::StatusCode::kDataLoss) << *lost;
   EXPECT_TRUE(needs_lost->entries().empty());
-  ASSERT_EQ(after_loss->Finished(), absl::OkStatus());
-  EXPECT_EQ(Data(after_loss->entries()),
-            (std::vector<std::string>{"one 6", "one 7", "one 8", "one 9"}));
+  ASSERT_EQ(after_loss->WaitFinished(seconds(10)), absl::OkStatus());
+  EXPECT_EQ(after_loss->data(), (std::vector<std::string>{"one 6", "one 7", "one 8", "one 9"}));
 }
 
 TEST_F(SlotScanTest, PrunedRecordsAreSkippedWithoutAnError) {
   for (int i = 0; i < 10; ++i) Append(1, "one " + std::to_string(i));
   host_.low = 5;
   host_.records_below_low_were_pruned = true;
-  auto sink = std::make_shared<TestSink>();
+  auto sink = std::make_shared<RecordingSink>();
   RunScan({Read(1, 0, sink)});
-  ASSERT_EQ(sink->Finished(), absl::OkStatus());
-  EXPECT_EQ(Data(sink->entries()),
-            (std::vector<std::string>{"one 5", "one 6", "one 7", "one 8", "one 9"}));
+  ASSERT_EQ(sink->WaitFinished(seconds(10)), absl::OkStatus());
+  EXPECT_EQ(sink->data(), (std::vector<std::string>{"one 5", "one 6", "one 7", "one 8", "one 9"}));
 }
 
 }  // namespace
