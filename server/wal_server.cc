@@ -229,9 +229,10 @@ absl::StatusOr<std::unique_ptr<WalServer>> WalServer::Start(ServerOptions o) {
   if (o.name.empty()) o.name = DefaultName(o.listen);
   std::unique_ptr<WalServer> self(new WalServer());
   // In the order they depend on each other; the destructor (Shutdown) tears down in reverse.
-  for (auto step : {&WalServer::ConnectKafka, &WalServer::PrepareTopics,
-                    &WalServer::OpenNamespaceTable, &WalServer::StartWriterAndReader,
-                    &WalServer::StartGrpc, &WalServer::Announce, &WalServer::StartHttpAndPruner}) {
+  auto core = WalCore::Start(o);
+  if (!core.ok()) return core.status();
+  self->core_ = std::move(*core);
+  for (auto step : {&WalServer::StartGrpc, &WalServer::Announce, &WalServer::StartHttpAndPruner}) {
     if (absl::Status s = (self.get()->*step)(o); !s.ok()) return s;
   }
   self->AddCollectors();
@@ -240,197 +241,18 @@ absl::StatusOr<std::unique_ptr<WalServer>> WalServer::Start(ServerOptions o) {
       "bytes)",
       WALSERVER_VERSION, o.name, absl::StrJoin(self->addresses_, ", "),
       self->http_ ? absl::StrCat(", metrics on http://", self->http_->address()) : "",
-      self->mock_ ? "in-process mock" : self->kafka_.at("bootstrap.servers"), LibrdkafkaVersion(),
-      o.topic_count, o.partitions_per_topic, self->max_entry_bytes_);
+      self->core_->mock_cluster() ? "in-process mock"
+                                  : self->core_->kafka().at("bootstrap.servers"),
+      LibrdkafkaVersion(), o.topic_count, o.partitions_per_topic, self->max_entry_bytes());
   return self;
-}
-
-KafkaProperties WalServer::WithUserProperties(KafkaProperties properties, const ServerOptions& o) {
-  // Our settings per client, then the operator's on top: they win.
-  for (const auto& [key, value] : o.kafka_properties) properties[key] = value;
-  return properties;
-}
-
-absl::Status WalServer::ConnectKafka(const ServerOptions& o) {
-  std::string brokers = o.brokers;
-  if (brokers.empty()) {
-    auto cluster = MockCluster::Create(1);
-    if (!cluster.ok()) return cluster.status();
-    mock_ = std::move(*cluster);
-    brokers = mock_->bootstrap_servers();
-    spdlog::warn("************************************************************************");
-    spdlog::warn("* No --brokers given: running on an IN-PROCESS MOCK Kafka cluster.     *");
-    spdlog::warn("* All data lives in memory only and is LOST when walserver stops; the  *");
-    spdlog::warn("* mock keeps only about 5 MiB per partition. For trying the service,   *");
-    spdlog::warn("* never for real data. Pass --brokers=HOST:PORT to use real Kafka.     *");
-    spdlog::warn("************************************************************************");
-  }
-  max_entry_bytes_ = o.max_entry_bytes != 0 ? o.max_entry_bytes : (mock_ ? 4 * kMiB : 64 * kMiB);
-  // A Kafka batch must hold one whole record with room to spare.
-  kafka_batch_bytes_ = std::to_string(o.max_record_bytes + 64 * 1024);
-  // Nagle off: a produce or fetch request is sent whole at once, and with Nagle on a small one
-  // could wait for the broker's delayed acknowledgement of the previous one (docs/BENCHMARKS.md,
-  // "walserver against the path it replaces").
-  kafka_ = WithUserProperties({{"bootstrap.servers", brokers},
-                               {"reconnect.backoff.max.ms", "1000"},
-                               {"socket.nagle.disable", "true"},
-                               {"message.max.bytes", kafka_batch_bytes_}},
-                              o);
-  auto admin = NewKafkaClient(RD_KAFKA_PRODUCER, kafka_);
-  if (!admin.ok()) return admin.status();
-  admin_ = std::move(*admin);
-  if (mock_) return absl::OkStatus();
-  // Reaching Kafka is the first thing that fails on a wrong address, a broker that is down or a
-  // listener that wants TLS or SASL: say so here rather than as a timed-out topic request.
-  auto brokers_up = CountLiveBrokers(admin_.get(), Clock::now() + o.startup_timeout);
-  if (!brokers_up.ok()) {
-    return absl::UnavailableError(absl::StrCat(
-        "no Kafka broker at --brokers=", brokers, " answered within --startup_timeout_ms=",
-        o.startup_timeout.count(), " (", brokers_up.status().message(),
-        "; librdkafka's log above says why). Check that Kafka runs there and that this host can "
-        "reach the address each broker advertises; a TLS or SASL listener also needs "
-        "--kafka.security.protocol and the matching --kafka.ssl.* or --kafka.sasl.* settings"));
-  }
-  live_brokers_ = *brokers_up;
-  return absl::OkStatus();
-}
-
-absl::Status WalServer::PrepareTopics(const ServerOptions& o) {
-  std::vector<TopicSpec> topics;
-  const std::string min_isr = std::to_string(o.min_insync_replicas);
-  for (int t = 0; t < o.topic_count; ++t) {
-    TopicSpec spec{absl::StrCat(o.topic_prefix, "_", t),
-                   o.partitions_per_topic,
-                   o.replication_factor,
-                   {{"cleanup.policy", "delete"},
-                    {"retention.ms", "-1"},
-                    {"retention.bytes", "-1"},
-                    {"max.message.bytes", kafka_batch_bytes_},
-                    {"min.insync.replicas", min_isr},
-                    // Reads from a time rely on each record's time being walserver's, taken
-                    // after the entry was encoded (log/entry_reader.cc), not the broker's.
-                    {"message.timestamp.type", "CreateTime"}}};
-    for (int p = 0; p < spec.partitions; ++p) slots_.push_back(Slot{spec.name, p});
-    topics.push_back(std::move(spec));
-  }
-  topics.push_back(TopicSpec{o.topic_prefix + "_meta",
-                             1,
-                             o.replication_factor,
-                             {{"cleanup.policy", "compact"},
-                              // Time to restate a namespace after a lost creation race before
-                              // compaction may drop the winner's record.
-                              {"min.compaction.lag.ms", "3600000"},
-                              {"min.insync.replicas", min_isr}}});
-  if (mock_) {
-    // The mock cluster has no CreateTopics or DescribeConfigs.
-    for (const TopicSpec& spec : topics) {
-      if (absl::Status s = mock_->CreateTopic(spec.name, spec.partitions); !s.ok()) return s;
-    }
-    return absl::OkStatus();
-  }
-  const absl::Status status = EnsureTopics(admin_.get(), topics, Clock::now() + o.startup_timeout);
-  if (status.ok()) return status;
-  const std::string names =
-      absl::StrCat(o.topic_prefix, "_0..", o.topic_count - 1, " and ", o.topic_prefix, "_meta");
-  // Kafka's refusal to create a topic with more replicas than brokers, or an existing topic
-  // with fewer replicas than asked (both worded in kafka/admin.cc). Other failures, e.g. no
-  // leader while a broker is down, keep their own message and code.
-  const bool too_few_replicas =
-      absl::StrContains(status.message(), "INVALID_REPLICATION_FACTOR") ||
-      absl::StrContains(status.message(), "exists with replication factor");
-  if (too_few_replicas && live_brokers_ < o.replication_factor) {
-    // A single development broker with the default replication: the most common first failure.
-    return absl::FailedPreconditionError(absl::StrCat(
-        "Kafka at ", kafka_.at("bootstrap.servers"), " has ", live_brokers_,
-        " live broker(s), fewer than --replication_factor=", o.replication_factor, ", so topics ",
-        names, " cannot be created or used (", status.message(),
-        "). For a single-broker Kafka start walserver with --replication_factor=1 "
-        "--min_insync_replicas=1 (one copy of each entry: for trying walserver, not for data "
-        "you cannot lose); otherwise start the missing brokers"));
-  }
-  if (absl::StrContains(status.message(), kFewerThanMinInsync)) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        status.message(),
-        ". With --replication_factor=-1 the brokers' default replication "
-        "decides; set --min_insync_replicas to at most the replicas each topic got, or give "
-        "--replication_factor"));
-  }
-  if (absl::IsFailedPrecondition(status)) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "topics ", names, " exist with other settings: ", status.message(),
-        ". Start walserver with the --topic_count, --partitions_per_topic, "
-        "--replication_factor, --min_insync_replicas and --max_record_bytes they were created "
-        "with, or choose another --topic_prefix"));
-  }
-  return absl::Status(status.code(),
-                      absl::StrCat("preparing topics ", names, " on Kafka at ",
-                                   kafka_.at("bootstrap.servers"), ": ", status.message(),
-                                   ". Check the brokers' logs, or raise --startup_timeout_ms"));
-}
-
-absl::Status WalServer::OpenNamespaceTable(const ServerOptions& o) {
-  auto meta =
-      MetaStore::Open(kafka_, slots_, {o.topic_prefix + "_meta", o.name, o.startup_timeout});
-  if (!meta.ok()) {
-    return absl::Status(meta.status().code(),
-                        absl::StrCat(meta.status().message(),
-                                     ". Check that its partition has a leader (the brokers' "
-                                     "logs), or raise --startup_timeout_ms"));
-  }
-  meta_ = std::move(*meta);
-  return absl::OkStatus();
-}
-
-absl::Status WalServer::StartWriterAndReader(const ServerOptions& o) {
-  WriterOptions writer_options;
-  writer_options.producers = o.producers;
-  writer_options.max_record_bytes = o.max_record_bytes;
-  writer_options.append_timeout = o.append_timeout;
-  for (int t = 0; t < o.topic_count; ++t) {
-    writer_options.topics.push_back(absl::StrCat(o.topic_prefix, "_", t));
-  }
-  KafkaProperties writer_kafka = kafka_;
-  // No linger: records produced while a request is in flight still go out together in the
-  // next one, and a caller alone does not wait 1 ms for company (docs/BENCHMARKS.md, "walserver
-  // against the path it replaces": with Nagle off, +50% batched appends).
-  writer_kafka["linger.ms"] = "0";
-  // Feeds the broker and traffic metrics.
-  writer_kafka["statistics.interval.ms"] = "5000";
-  // Batches are compressed by the producer and kept so by the brokers (the topics' default
-  // compression.type=producer); readers decompress.
-  writer_kafka["compression.type"] = o.compression;
-  writer_kafka = WithUserProperties(writer_kafka, o);
-  // Bounds how long records wait for an unreachable Kafka; the call fails at append_timeout.
-  // Not overridable: readers rely on no record landing later than append_timeout after it was
-  // encoded (see the torn-entry rules in log/entry_assembler.h).
-  writer_kafka["message.timeout.ms"] = std::to_string(o.append_timeout.count());
-  auto writer = EntryWriter::Create(writer_kafka, writer_options, o.name);
-  if (!writer.ok()) return writer.status();
-  writer_ = std::move(*writer);
-
-  ReaderOptions reader_options;
-  reader_options.max_concurrent_reads = static_cast<size_t>(o.max_concurrent_reads);
-  reader_options.max_entry_bytes = max_entry_bytes_;
-  reader_options.offsets_for_times = mock_ == nullptr;  // the mock cannot look up a time
-  KafkaProperties reader_kafka = kafka_;
-  reader_kafka.erase("message.max.bytes");
-  // A fetch's batches are decompressed all at once, and lz4 packs 1 MiB of one repeated byte
-  // into about 4 KiB: 64 KiB per fetch holds at most about 16 MiB of entries, where 1 MiB held
-  // 250 (tests/scripts/read_memory_test.sh). Replay is no slower (docs/BENCHMARKS.md, "Bounded
-  // fetches"), and a larger batch still comes whole (Kafka answers at least one batch).
-  reader_kafka["fetch.message.max.bytes"] = "65536";
-  reader_kafka = WithUserProperties(reader_kafka, o);
-  reader_ =
-      std::make_unique<EntryReader>(reader_kafka, reader_options, meta_.get(), &metrics_, o.name);
-  return absl::OkStatus();
 }
 
 absl::StatusOr<ServiceOptions> WalServer::MakeServiceOptions(const ServerOptions& o) const {
   ServiceOptions service_options;
-  service_options.max_entry_bytes = max_entry_bytes_;
+  service_options.max_entry_bytes = max_entry_bytes();
   service_options.max_inflight_append_bytes =
-      o.max_inflight_append_bytes != 0 ? o.max_inflight_append_bytes : 4 * max_entry_bytes_;
-  if (service_options.max_inflight_append_bytes < max_entry_bytes_) {
+      o.max_inflight_append_bytes != 0 ? o.max_inflight_append_bytes : 4 * max_entry_bytes();
+  if (service_options.max_inflight_append_bytes < max_entry_bytes()) {
     return absl::InvalidArgumentError(
         "max_inflight_append_bytes must be at least max_entry_bytes, or no largest entry fits");
   }
@@ -453,11 +275,11 @@ absl::Status WalServer::StartGrpc(const ServerOptions& o) {
   if (!service_options.ok()) return service_options.status();
   auto tcp_credentials = TcpCredentials(o);
   if (!tcp_credentials.ok()) return tcp_credentials.status();
-  service_ = std::make_unique<WalServiceImpl>(*service_options, meta_.get(), writer_.get(),
-                                              reader_.get(), admin_.get(), &metrics_);
+  service_ = std::make_unique<WalServiceImpl>(*service_options, &core_->meta(), &core_->writer(),
+                                              &core_->reader(), core_->admin(), &core_->metrics());
   // Our own health service reports the namespace table's state, and reflection can describe it.
   grpc::EnableDefaultHealthCheckService(false);
-  health_ = std::make_unique<HealthService>([meta = meta_.get()] { return meta->Health(); });
+  health_ = std::make_unique<HealthService>([meta = &core_->meta()] { return meta->Health(); });
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   const std::vector<std::string> listens = absl::StrSplit(o.listen, ',', absl::SkipWhitespace());
@@ -498,11 +320,11 @@ absl::Status WalServer::StartGrpc(const ServerOptions& o) {
   builder.RegisterService(service_.get());
   builder.RegisterService(health_.get());
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
-  interceptors.push_back(std::make_unique<MetricsInterceptorFactory>(&metrics_));
+  interceptors.push_back(std::make_unique<MetricsInterceptorFactory>(&core_->metrics()));
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
   // A request may carry one largest entry plus its envelope; a reply batch likewise.
   const int message_limit =
-      static_cast<int>(std::min<uint64_t>(max_entry_bytes_ + 4 * kMiB, INT32_MAX));
+      static_cast<int>(std::min<uint64_t>(max_entry_bytes() + 4 * kMiB, INT32_MAX));
   builder.SetMaxReceiveMessageSize(message_limit);
   // gRPC shares a port with any other process that asks (SO_REUSEPORT): a second walserver on
   // the same --listen would start and take part of the first one's connections. Refuse instead.
@@ -558,14 +380,14 @@ absl::Status WalServer::StartGrpc(const ServerOptions& o) {
 }
 
 absl::Status WalServer::Announce(const ServerOptions& o) {
-  return meta_->Announce(HostName(), absl::StrJoin(addresses_, ","),
-                         Clock::now() + o.startup_timeout);
+  return core_->meta().Announce(HostName(), absl::StrJoin(addresses_, ","),
+                                Clock::now() + o.startup_timeout);
 }
 
 absl::Status WalServer::StartHttpAndPruner(const ServerOptions& o) {
   if (!o.http_listen.empty()) {
-    auto http = HttpEndpoint::Start(o.http_listen, &metrics_,
-                                    [meta = meta_.get()] { return meta->Health(); });
+    auto http = HttpEndpoint::Start(o.http_listen, &core_->metrics(),
+                                    [meta = &core_->meta()] { return meta->Health(); });
     if (!http.ok()) {
       return absl::Status(http.status().code(),
                           absl::StrCat("--http_listen: ", http.status().message(),
@@ -578,62 +400,63 @@ absl::Status WalServer::StartHttpAndPruner(const ServerOptions& o) {
                          : o.prune_mode == "delete" ? PruneMode::kDelete
                                                     : PruneMode::kAuto;
   if (mode == PruneMode::kLogical) {
-    metrics_.prune_logical = 1;
+    core_->metrics().prune_logical = 1;
     spdlog::info(
         "--prune_mode=logical: truncated entries are unreadable, and their records stay in "
         "Kafka (disk use only grows)");
   } else if (o.prune_interval.count() == 0) {
-    metrics_.prune_logical = 1;  // --prune_interval_ms=0: nothing is ever deleted
-  } else if (mock_) {
+    core_->metrics().prune_logical = 1;  // --prune_interval_ms=0: nothing is ever deleted
+  } else if (core_->mock_cluster() != nullptr) {
     // The mock cluster has no DeleteRecords, and asking it leaks a queue of the client (192
     // bytes under LeakSanitizer, librdkafka 2.0.2 and 2.12.1 alike): what auto would find out
     // at its first round is known.
-    metrics_.prune_logical = 1;
+    core_->metrics().prune_logical = 1;
   } else {
-    pruner_ = std::make_unique<Pruner>(meta_.get(), admin_.get(), slots_, o.prune_interval, mode,
-                                       &metrics_);
+    pruner_ = std::make_unique<Pruner>(&core_->meta(), core_->admin(), core_->slots(),
+                                       o.prune_interval, mode, &core_->metrics());
   }
   return absl::OkStatus();
 }
 
 void WalServer::AddCollectors() {
-  metrics_.AddCollector([](MetricWriter& w) {
+  core_->metrics().AddCollector([](MetricWriter& w) {
     w.Sample("walserver_build_info",
              {{"version", WALSERVER_VERSION}, {"librdkafka", LibrdkafkaVersion()}}, 1);
   });
-  metrics_.AddCollector([meta = meta_.get(), reader = reader_.get()](MetricWriter& w) {
-    w.Sample("walserver_meta_healthy", {}, meta->Health().ok() ? 1 : 0);
-    w.Sample("walserver_name_conflicts_total", {}, static_cast<double>(meta->name_conflicts()));
-    w.Sample("walserver_records_skipped_total", {{"topic", "data"}},
-             static_cast<double>(reader->records_skipped()));
-    w.Sample("walserver_records_skipped_total", {{"topic", "meta"}},
-             static_cast<double>(meta->records_skipped()));
-    size_t live = 0;
-    for (const auto& [slot, count] : meta->LoadPerSlot()) {
-      live += count;
-      w.Sample("walserver_slot_namespaces",
-               {{"topic", slot.topic}, {"partition", std::to_string(slot.partition)}},
-               static_cast<double>(count));
-    }
-    w.Sample("walserver_namespaces", {}, static_cast<double>(live));
-    for (const auto& [slot, offset] : meta->LowestFirstEntryIds()) {
-      w.Sample("walserver_slot_lowest_first_entry_id",
-               {{"topic", slot.topic}, {"partition", std::to_string(slot.partition)}},
-               static_cast<double>(offset));
-    }
-    for (const auto& [slot, count] : meta->LoadPerSlot()) {
-      w.Sample("walserver_slot_pruned_before",
-               {{"topic", slot.topic}, {"partition", std::to_string(slot.partition)}},
-               static_cast<double>(meta->PrunedBefore(slot)));
-    }
-  });
-  metrics_.AddCollector([service = service_.get()](MetricWriter& w) {
+  core_->metrics().AddCollector(
+      [meta = &core_->meta(), reader = &core_->reader()](MetricWriter& w) {
+        w.Sample("walserver_meta_healthy", {}, meta->Health().ok() ? 1 : 0);
+        w.Sample("walserver_name_conflicts_total", {}, static_cast<double>(meta->name_conflicts()));
+        w.Sample("walserver_records_skipped_total", {{"topic", "data"}},
+                 static_cast<double>(reader->records_skipped()));
+        w.Sample("walserver_records_skipped_total", {{"topic", "meta"}},
+                 static_cast<double>(meta->records_skipped()));
+        size_t live = 0;
+        for (const auto& [slot, count] : meta->LoadPerSlot()) {
+          live += count;
+          w.Sample("walserver_slot_namespaces",
+                   {{"topic", slot.topic}, {"partition", std::to_string(slot.partition)}},
+                   static_cast<double>(count));
+        }
+        w.Sample("walserver_namespaces", {}, static_cast<double>(live));
+        for (const auto& [slot, offset] : meta->LowestFirstEntryIds()) {
+          w.Sample("walserver_slot_lowest_first_entry_id",
+                   {{"topic", slot.topic}, {"partition", std::to_string(slot.partition)}},
+                   static_cast<double>(offset));
+        }
+        for (const auto& [slot, count] : meta->LoadPerSlot()) {
+          w.Sample("walserver_slot_pruned_before",
+                   {{"topic", slot.topic}, {"partition", std::to_string(slot.partition)}},
+                   static_cast<double>(meta->PrunedBefore(slot)));
+        }
+      });
+  core_->metrics().AddCollector([service = service_.get()](MetricWriter& w) {
     w.Sample("walserver_append_bytes_in_flight", {},
              static_cast<double>(service->inflight_append_bytes()));
     w.Sample("walserver_append_bytes_in_flight_limit", {},
              static_cast<double>(service->max_inflight_append_bytes()));
   });
-  metrics_.AddCollector([writer = writer_.get()](MetricWriter& w) {
+  core_->metrics().AddCollector([writer = &core_->writer()](MetricWriter& w) {
     for (const Producer* p : writer->producers()) {
       w.Sample("walserver_kafka_producer_queue_messages", {{"producer", p->name()}},
                p->queue_length());
@@ -654,15 +477,14 @@ void WalServer::Shutdown(std::chrono::milliseconds grace) {
   http_.reset();
   // Reads end at once (a following read would otherwise hold the grace period); appends in
   // flight finish within it and reach their callers.
-  if (reader_) reader_->Stop();
+  if (core_) core_->StopReads();
   // Long-lived append streams end once what they started is answered.
   if (service_) service_->StopStreams();
   const auto fail_pending = [this] {
     // Catch-ups first: a round begun after the cancellation below would not notice it.
     if (service_) service_->FailCatchUps();
     CancelWatermarkQueries();
-    if (writer_) writer_->FailPending();
-    if (meta_) meta_->FailPending();
+    if (core_) core_->FailPending();
   };
   if (server_) {
     // gRPC's Shutdown waits for every call to finish. Calls still waiting on Kafka when the
@@ -698,11 +520,7 @@ void WalServer::Shutdown(std::chrono::milliseconds grace) {
   }
   service_.reset();
   health_.reset();
-  reader_.reset();
-  writer_.reset();
-  meta_.reset();
-  admin_.reset();
-  mock_.reset();
+  if (core_) core_->Close();
 }
 
 }  // namespace wal

@@ -1,5 +1,5 @@
-// A whole walserver: Kafka clients (or the in-process mock cluster), the namespace table, the
-// writer and reader, and the gRPC server, wired in that order and torn down in reverse.
+// A whole walserver: its core (wal_core.h: Kafka, the namespace table, the writer and reader),
+// then the gRPC server, the HTTP endpoint and the pruner, torn down in reverse.
 // main.cc builds one from flags; tests build them in-process.
 #pragma once
 
@@ -12,75 +12,15 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "grpcpp/server.h"
-#include "server/common/metrics.h"
-#include "server/kafka/client.h"
-#include "server/kafka/mock_cluster.h"
-#include "server/log/entry_reader.h"
-#include "server/log/entry_writer.h"
-#include "server/meta/meta_store.h"
 #include "server/meta/pruner.h"
 #include "server/rpc/callback_threads_awake.h"
 #include "server/rpc/health_service.h"
 #include "server/rpc/http_endpoint.h"
 #include "server/rpc/wal_service.h"
+#include "server/server_options.h"
+#include "server/wal_core.h"
 
 namespace wal {
-
-// The options of a whole server, each defined here once: walserver's flags (server/flags.cc) take
-// their defaults from this struct, and the defaults that belong to a component come from that
-// component's options.
-struct ServerOptions {
-  // gRPC addresses, comma-separated: HOST:PORT (port 0 picks one) or unix:///path.
-  std::string listen = "127.0.0.1:50051";
-  // Prometheus /metrics and /healthz, HOST:PORT; empty: off. The default is walserver's; a
-  // second server on the host (tests, in-process servers) sets port 0 or empty.
-  std::string http_listen = "127.0.0.1:9464";
-  std::string brokers;  // empty: the in-process mock cluster
-  std::string topic_prefix = "wal";
-  int topic_count = 4;
-  int partitions_per_topic = 4;
-  int replication_factor = 3;
-  int min_insync_replicas = 2;
-  uint64_t max_entry_bytes = 0;  // 0: 64 MiB, or 4 MiB on the mock cluster
-  uint64_t max_record_bytes = WriterOptions().max_record_bytes;
-  int producers = WriterOptions().producers;
-  std::chrono::milliseconds append_timeout = WriterOptions().append_timeout;
-  std::chrono::milliseconds admin_timeout = ServiceOptions().admin_timeout;
-  // An append stage slower than this is logged; zero: none.
-  std::chrono::milliseconds slow_append = ServiceOptions().slow_append;
-  std::chrono::milliseconds startup_timeout = MetaOptions().startup_timeout;
-  int max_concurrent_reads = static_cast<int>(ReaderOptions().max_concurrent_reads);
-  // HTTP/2 keepalive: walserver pings a connection that sent nothing for keepalive_time and
-  // closes it when the answer takes longer than keepalive_timeout, so that a client that died or
-  // was cut off without a FIN frees its reads and appends. Zero: no pings from walserver. Clients
-  // may ping as often as every kMinClientPingInterval either way.
-  std::chrono::milliseconds keepalive_time{10000};
-  std::chrono::milliseconds keepalive_timeout{10000};
-  // How often the slots are pruned (DeleteRecords); 0: never.
-  std::chrono::milliseconds prune_interval{60000};
-  // auto, delete or logical (meta/pruner.h, PruneMode).
-  std::string prune_mode = "auto";
-  // The data topics' record batches: none, lz4, zstd, snappy or gzip (docs/BENCHMARKS.md,
-  // "Compression and checksums", has the measurements behind the default).
-  std::string compression = "lz4";
-  // Entry bytes of appends waiting for Kafka; more gets RESOURCE_EXHAUSTED. 0: 4 x max_entry_bytes.
-  uint64_t max_inflight_append_bytes = 0;
-  // A file holding the bearer token every call must carry; empty: no token needed.
-  std::string auth_token_file;
-  // TLS on the TCP listeners (unix sockets stay plaintext): the server's PEM certificate chain
-  // and key; with tls_client_ca_file, clients must present a certificate it signed.
-  std::string tls_cert_file;
-  std::string tls_key_file;
-  std::string tls_client_ca_file;
-  // Unix socket listeners: the socket's mode, in octal, and its group, a name or a number
-  // (empty: the group it got, the process's or a setgid folder's). Connecting needs write
-  // permission, so a datanode running as another user connects through the group.
-  std::string unix_socket_mode = "0660";
-  std::string unix_socket_group;
-  KafkaProperties kafka_properties;  // passed to every Kafka client
-  // In Kafka client ids and every record; empty: the host and the first listen address.
-  std::string name;
-};
 
 // The shortest interval between a client's pings walserver accepts; a client that pings more
 // often is sent GOAWAY (too_many_pings). walclient's keepalive may not be set below it.
@@ -101,25 +41,20 @@ class WalServer {
   const std::vector<std::string>& addresses() const { return addresses_; }
   // HOST:PORT of /metrics and /healthz; empty when off.
   std::string http_address() const { return http_ ? http_->address() : ""; }
-  uint64_t max_entry_bytes() const { return max_entry_bytes_; }
-  MockCluster* mock_cluster() const { return mock_.get(); }
-  const EntryReader& reader() const { return *reader_; }
-  const Metrics& metrics() const { return metrics_; }
-  const EntryWriter& writer() const { return *writer_; }
+  uint64_t max_entry_bytes() const { return core_->max_entry_bytes(); }
+  MockCluster* mock_cluster() const { return core_->mock_cluster(); }
+  const EntryReader& reader() const { return core_->reader(); }
+  const Metrics& metrics() const { return core_->metrics(); }
+  const EntryWriter& writer() const { return core_->writer(); }
 
  private:
   WalServer() = default;
 
-  // The steps of Start, in order.
-  absl::Status ConnectKafka(const ServerOptions& o);
-  absl::Status PrepareTopics(const ServerOptions& o);
-  absl::Status OpenNamespaceTable(const ServerOptions& o);
-  absl::Status StartWriterAndReader(const ServerOptions& o);
+  // The steps of Start after the core's, in order.
   absl::Status StartGrpc(const ServerOptions& o);
   absl::Status Announce(const ServerOptions& o);  // this server's name in the metadata topic
   absl::Status StartHttpAndPruner(const ServerOptions& o);
   absl::StatusOr<ServiceOptions> MakeServiceOptions(const ServerOptions& o) const;
-  static KafkaProperties WithUserProperties(KafkaProperties properties, const ServerOptions& o);
   void AddCollectors();
 
   std::vector<std::string> addresses_;
@@ -127,18 +62,7 @@ class WalServer {
   // the check for a live listener, so that of two servers starting on one socket at the same
   // moment one is refused (the check and the bind are two steps).
   std::vector<int> unix_socket_locks_;
-  uint64_t max_entry_bytes_ = 0;
-  // Set up by the first steps of Start for the later ones.
-  KafkaProperties kafka_;  // common to every client
-  std::string kafka_batch_bytes_;
-  int live_brokers_ = 0;  // when Kafka was first reached (real Kafka only)
-  std::vector<Slot> slots_;
-  Metrics metrics_;
-  std::unique_ptr<MockCluster> mock_;
-  KafkaHandle admin_;
-  std::unique_ptr<MetaStore> meta_;
-  std::unique_ptr<EntryWriter> writer_;
-  std::unique_ptr<EntryReader> reader_;
+  std::unique_ptr<WalCore> core_;  // closed by Shutdown, but its metrics stay readable
   std::unique_ptr<WalServiceImpl> service_;
   std::unique_ptr<HealthService> health_;
   std::unique_ptr<grpc::Server> server_;

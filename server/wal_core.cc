@@ -1,0 +1,230 @@
+#include "server/wal_core.h"
+
+#include <string>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "server/kafka/admin.h"
+#include "spdlog/spdlog.h"
+
+namespace wal {
+namespace {
+
+constexpr uint64_t kMiB = 1 << 20;
+
+// Our settings for one client, then the operator's --kafka.* on top: they win.
+KafkaProperties WithUserProperties(KafkaProperties properties, const ServerOptions& o) {
+  for (const auto& [key, value] : o.kafka_properties) properties[key] = value;
+  return properties;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<WalCore>> WalCore::Start(const ServerOptions& o,
+                                                        ReaderOptions reader_tuning) {
+  std::unique_ptr<WalCore> self(new WalCore());
+  // In the order they depend on each other; the destructor tears down in reverse.
+  for (auto step : {&WalCore::ConnectKafka, &WalCore::PrepareTopics, &WalCore::OpenNamespaceTable,
+                    &WalCore::StartWriter}) {
+    if (absl::Status s = (self.get()->*step)(o); !s.ok()) return s;
+  }
+  self->StartReader(o, std::move(reader_tuning));
+  return self;
+}
+
+WalCore::~WalCore() { Close(); }
+
+void WalCore::Close() {
+  reader_.reset();
+  writer_.reset();
+  meta_.reset();
+  admin_.reset();
+  mock_.reset();
+}
+
+void WalCore::StopReads() {
+  if (reader_) reader_->Stop();
+}
+
+void WalCore::FailPending() {
+  if (writer_) writer_->FailPending();
+  if (meta_) meta_->FailPending();
+}
+
+absl::Status WalCore::ConnectKafka(const ServerOptions& o) {
+  std::string brokers = o.brokers;
+  if (brokers.empty()) {
+    auto cluster = MockCluster::Create(1);
+    if (!cluster.ok()) return cluster.status();
+    mock_ = std::move(*cluster);
+    brokers = mock_->bootstrap_servers();
+    spdlog::warn("************************************************************************");
+    spdlog::warn("* No --brokers given: running on an IN-PROCESS MOCK Kafka cluster.     *");
+    spdlog::warn("* All data lives in memory only and is LOST when walserver stops; the  *");
+    spdlog::warn("* mock keeps only about 5 MiB per partition. For trying the service,   *");
+    spdlog::warn("* never for real data. Pass --brokers=HOST:PORT to use real Kafka.     *");
+    spdlog::warn("************************************************************************");
+  }
+  max_entry_bytes_ = o.max_entry_bytes != 0 ? o.max_entry_bytes : (mock_ ? 4 * kMiB : 64 * kMiB);
+  // A Kafka batch must hold one whole record with room to spare.
+  kafka_batch_bytes_ = std::to_string(o.max_record_bytes + 64 * 1024);
+  // Nagle off: a produce or fetch request is sent whole at once, and with Nagle on a small one
+  // could wait for the broker's delayed acknowledgement of the previous one (docs/BENCHMARKS.md,
+  // "walserver against the path it replaces").
+  kafka_ = WithUserProperties({{"bootstrap.servers", brokers},
+                               {"reconnect.backoff.max.ms", "1000"},
+                               {"socket.nagle.disable", "true"},
+                               {"message.max.bytes", kafka_batch_bytes_}},
+                              o);
+  auto admin = NewKafkaClient(RD_KAFKA_PRODUCER, kafka_);
+  if (!admin.ok()) return admin.status();
+  admin_ = std::move(*admin);
+  if (mock_) return absl::OkStatus();
+  // Reaching Kafka is the first thing that fails on a wrong address, a broker that is down or a
+  // listener that wants TLS or SASL: say so here rather than as a timed-out topic request.
+  auto brokers_up = CountLiveBrokers(admin_.get(), Clock::now() + o.startup_timeout);
+  if (!brokers_up.ok()) {
+    return absl::UnavailableError(absl::StrCat(
+        "no Kafka broker at --brokers=", brokers, " answered within --startup_timeout_ms=",
+        o.startup_timeout.count(), " (", brokers_up.status().message(),
+        "; librdkafka's log above says why). Check that Kafka runs there and that this host can "
+        "reach the address each broker advertises; a TLS or SASL listener also needs "
+        "--kafka.security.protocol and the matching --kafka.ssl.* or --kafka.sasl.* settings"));
+  }
+  live_brokers_ = *brokers_up;
+  return absl::OkStatus();
+}
+
+absl::Status WalCore::PrepareTopics(const ServerOptions& o) {
+  std::vector<TopicSpec> topics;
+  const std::string min_isr = std::to_string(o.min_insync_replicas);
+  for (int t = 0; t < o.topic_count; ++t) {
+    TopicSpec spec{absl::StrCat(o.topic_prefix, "_", t),
+                   o.partitions_per_topic,
+                   o.replication_factor,
+                   {{"cleanup.policy", "delete"},
+                    {"retention.ms", "-1"},
+                    {"retention.bytes", "-1"},
+                    {"max.message.bytes", kafka_batch_bytes_},
+                    {"min.insync.replicas", min_isr},
+                    // Reads from a time rely on each record's time being walserver's, taken
+                    // after the entry was encoded (log/entry_reader.cc), not the broker's.
+                    {"message.timestamp.type", "CreateTime"}}};
+    for (int p = 0; p < spec.partitions; ++p) slots_.push_back(Slot{spec.name, p});
+    topics.push_back(std::move(spec));
+  }
+  topics.push_back(TopicSpec{o.topic_prefix + "_meta",
+                             1,
+                             o.replication_factor,
+                             {{"cleanup.policy", "compact"},
+                              // Time to restate a namespace after a lost creation race before
+                              // compaction may drop the winner's record.
+                              {"min.compaction.lag.ms", "3600000"},
+                              {"min.insync.replicas", min_isr}}});
+  if (mock_) {
+    // The mock cluster has no CreateTopics or DescribeConfigs.
+    for (const TopicSpec& spec : topics) {
+      if (absl::Status s = mock_->CreateTopic(spec.name, spec.partitions); !s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
+  const absl::Status status = EnsureTopics(admin_.get(), topics, Clock::now() + o.startup_timeout);
+  if (status.ok()) return status;
+  const std::string names =
+      absl::StrCat(o.topic_prefix, "_0..", o.topic_count - 1, " and ", o.topic_prefix, "_meta");
+  // Kafka's refusal to create a topic with more replicas than brokers, or an existing topic
+  // with fewer replicas than asked (both worded in kafka/admin.cc). Other failures, e.g. no
+  // leader while a broker is down, keep their own message and code.
+  const bool too_few_replicas =
+      absl::StrContains(status.message(), "INVALID_REPLICATION_FACTOR") ||
+      absl::StrContains(status.message(), "exists with replication factor");
+  if (too_few_replicas && live_brokers_ < o.replication_factor) {
+    // A single development broker with the default replication: the most common first failure.
+    return absl::FailedPreconditionError(absl::StrCat(
+        "Kafka at ", kafka_.at("bootstrap.servers"), " has ", live_brokers_,
+        " live broker(s), fewer than --replication_factor=", o.replication_factor, ", so topics ",
+        names, " cannot be created or used (", status.message(),
+        "). For a single-broker Kafka start walserver with --replication_factor=1 "
+        "--min_insync_replicas=1 (one copy of each entry: for trying walserver, not for data "
+        "you cannot lose); otherwise start the missing brokers"));
+  }
+  if (absl::StrContains(status.message(), kFewerThanMinInsync)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        status.message(),
+        ". With --replication_factor=-1 the brokers' default replication "
+        "decides; set --min_insync_replicas to at most the replicas each topic got, or give "
+        "--replication_factor"));
+  }
+  if (absl::IsFailedPrecondition(status)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "topics ", names, " exist with other settings: ", status.message(),
+        ". Start walserver with the --topic_count, --partitions_per_topic, "
+        "--replication_factor, --min_insync_replicas and --max_record_bytes they were created "
+        "with, or choose another --topic_prefix"));
+  }
+  return absl::Status(status.code(),
+                      absl::StrCat("preparing topics ", names, " on Kafka at ",
+                                   kafka_.at("bootstrap.servers"), ": ", status.message(),
+                                   ". Check the brokers' logs, or raise --startup_timeout_ms"));
+}
+
+absl::Status WalCore::OpenNamespaceTable(const ServerOptions& o) {
+  auto meta =
+      MetaStore::Open(kafka_, slots_, {o.topic_prefix + "_meta", o.name, o.startup_timeout});
+  if (!meta.ok()) {
+    return absl::Status(meta.status().code(),
+                        absl::StrCat(meta.status().message(),
+                                     ". Check that its partition has a leader (the brokers' "
+                                     "logs), or raise --startup_timeout_ms"));
+  }
+  meta_ = std::move(*meta);
+  return absl::OkStatus();
+}
+
+absl::Status WalCore::StartWriter(const ServerOptions& o) {
+  WriterOptions writer_options;
+  writer_options.producers = o.producers;
+  writer_options.max_record_bytes = o.max_record_bytes;
+  writer_options.append_timeout = o.append_timeout;
+  for (int t = 0; t < o.topic_count; ++t) {
+    writer_options.topics.push_back(absl::StrCat(o.topic_prefix, "_", t));
+  }
+  KafkaProperties writer_kafka = kafka_;
+  // No linger: records produced while a request is in flight still go out together in the
+  // next one, and a caller alone does not wait 1 ms for company (docs/BENCHMARKS.md, "walserver
+  // against the path it replaces": with Nagle off, +50% batched appends).
+  writer_kafka["linger.ms"] = "0";
+  // Feeds the broker and traffic metrics.
+  writer_kafka["statistics.interval.ms"] = "5000";
+  // Batches are compressed by the producer and kept so by the brokers (the topics' default
+  // compression.type=producer); readers decompress.
+  writer_kafka["compression.type"] = o.compression;
+  writer_kafka = WithUserProperties(writer_kafka, o);
+  // Bounds how long records wait for an unreachable Kafka; the call fails at append_timeout.
+  // Not overridable: readers rely on no record landing later than append_timeout after it was
+  // encoded (see the torn-entry rules in log/entry_assembler.h).
+  writer_kafka["message.timeout.ms"] = std::to_string(o.append_timeout.count());
+  auto writer = EntryWriter::Create(writer_kafka, writer_options, o.name);
+  if (!writer.ok()) return writer.status();
+  writer_ = std::move(*writer);
+  return absl::OkStatus();
+}
+
+void WalCore::StartReader(const ServerOptions& o, ReaderOptions reader_options) {
+  reader_options.max_concurrent_reads = static_cast<size_t>(o.max_concurrent_reads);
+  reader_options.max_entry_bytes = max_entry_bytes_;
+  reader_options.offsets_for_times = mock_ == nullptr;  // the mock cannot look up a time
+  KafkaProperties reader_kafka = kafka_;
+  reader_kafka.erase("message.max.bytes");
+  // A fetch's batches are decompressed all at once, and lz4 packs 1 MiB of one repeated byte
+  // into about 4 KiB: 64 KiB per fetch holds at most about 16 MiB of entries, where 1 MiB held
+  // 250 (tests/scripts/read_memory_test.sh). Replay is no slower (docs/BENCHMARKS.md, "Bounded
+  // fetches"), and a larger batch still comes whole (Kafka answers at least one batch).
+  reader_kafka["fetch.message.max.bytes"] = "65536";
+  reader_kafka = WithUserProperties(reader_kafka, o);
+  reader_ =
+      std::make_unique<EntryReader>(reader_kafka, reader_options, meta_.get(), &metrics_, o.name);
+}
+
+}  // namespace wal

@@ -1,0 +1,72 @@
+// The Kafka side of a walserver, without gRPC: the Kafka clients (or the in-process mock
+// cluster), the topics, the namespace table, the writer and the reader, started in that order
+// and torn down in reverse. WalServer serves it over gRPC; the core tests drive it directly.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "server/common/metrics.h"
+#include "server/common/slot.h"
+#include "server/kafka/client.h"
+#include "server/kafka/mock_cluster.h"
+#include "server/log/entry_reader.h"
+#include "server/log/entry_writer.h"
+#include "server/meta/meta_store.h"
+#include "server/server_options.h"
+
+namespace wal {
+
+class WalCore {
+ public:
+  // `o` has been validated and has its name. `reader_tuning` gives the reader's options that no
+  // flag sets (batch and queue sizes); the core tests make them small.
+  static absl::StatusOr<std::unique_ptr<WalCore>> Start(const ServerOptions& o,
+                                                        ReaderOptions reader_tuning = {});
+  ~WalCore();  // Close()
+
+  // Ends every read at once (shutdown: a following read would hold the grace period).
+  void StopReads();
+  // Fails every call still waiting on Kafka (shutdown, once the grace period is over).
+  void FailPending();
+  // Closes the reader, the writer, the namespace table and the Kafka clients, in that order.
+  // The metrics stay readable; nothing else may be used after.
+  void Close();
+
+  // Settings common to every Kafka client, the operator's --kafka.* included.
+  const KafkaProperties& kafka() const { return kafka_; }
+  rd_kafka_t* admin() const { return admin_.get(); }
+  MockCluster* mock_cluster() const { return mock_.get(); }  // null on real Kafka
+  const std::vector<Slot>& slots() const { return slots_; }
+  uint64_t max_entry_bytes() const { return max_entry_bytes_; }
+  Metrics& metrics() { return metrics_; }
+  MetaStore& meta() { return *meta_; }
+  EntryWriter& writer() { return *writer_; }
+  EntryReader& reader() { return *reader_; }
+
+ private:
+  WalCore() = default;
+
+  // The steps of Start, in order.
+  absl::Status ConnectKafka(const ServerOptions& o);
+  absl::Status PrepareTopics(const ServerOptions& o);
+  absl::Status OpenNamespaceTable(const ServerOptions& o);
+  absl::Status StartWriter(const ServerOptions& o);
+  void StartReader(const ServerOptions& o, ReaderOptions reader_options);
+
+  uint64_t max_entry_bytes_ = 0;
+  KafkaProperties kafka_;
+  std::string kafka_batch_bytes_;
+  int live_brokers_ = 0;  // when Kafka was first reached (real Kafka only)
+  std::vector<Slot> slots_;
+  Metrics metrics_;
+  std::unique_ptr<MockCluster> mock_;
+  KafkaHandle admin_;
+  std::unique_ptr<MetaStore> meta_;
+  std::unique_ptr<EntryWriter> writer_;
+  std::unique_ptr<EntryReader> reader_;
+};
+
+}  // namespace wal
