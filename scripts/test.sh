@@ -110,7 +110,7 @@ BUILD_DIR=build-asan CMAKE_ARGS=-DWAL_SANITIZE=address,undefined ./scripts/build
 echo "== unit and integration tests under ThreadSanitizer"
 # tests/tsan.supp says what is suppressed and why (Debian's gRPC is not instrumented).
 # ignore_noninstrumented_modules: likewise for the atomics inside librdkafka; its mutexes are
-# seen (server/kafka/tsan_c11_threads.cc). tests/core/core_test.cc drives the core without gRPC.
+# seen (server/kafka/tsan_c11_threads.cc). tests/core/ drives the core without gRPC.
 BUILD_DIR=build-tsan CMAKE_ARGS=-DWAL_SANITIZE=thread ./scripts/build.sh
 (cd build-tsan &&
   TSAN_OPTIONS="halt_on_error=1:ignore_noninstrumented_modules=1:second_deadlock_stack=1:suppressions=$PWD/../tests/tsan.supp" \

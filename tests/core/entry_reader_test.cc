@@ -1,0 +1,220 @@
+// The reader (log/entry_reader.h): shared scans joined late, stalled and slow clients,
+// truncation under a follower, and incomplete entries.
+#include <iostream>
+#include <optional>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "server/common/namespace_key.h"
+#include "server/log/record_format.h"
+#include "tests/core/core_fixture.h"
+
+namespace wal::testing {
+namespace {
+
+// A read arriving after the slot's scan passed its start joins that scan (which goes back for
+// it) instead of scanning the slot again, and both reads get every entry once, in order.
+TEST_F(Core, AReadJoiningBehindARunningScanGetsEveryEntryOnce) {
+  const auto [a, b] = TwoInOneSlot(1);
+  ASSERT_NE(a, 0u);
+  const std::vector<uint64_t> pair = {a, b};
+  const Slot slot = meta_->Get(pair[0])->slot;
+  std::map<uint64_t, std::vector<uint64_t>> acked;
+  for (uint64_t seq = 1; seq <= 300; ++seq) {
+    // 1 KiB entries: the slow read's 300 KiB take ~75 batches.
+    const std::string padding(1000, 'p');
+    std::vector<std::string> payloads = {Payload(pair[0], seq) + padding,
+                                         Payload(pair[1], seq) + padding};
+    auto ids = Append({AppendItem{slot, pair[0], payloads[0], EntryStamp{0, 1, seq}},
+                       AppendItem{slot, pair[1], payloads[1], EntryStamp{0, 2, seq}}});
+    ASSERT_TRUE(ids.ok()) << ids.status();
+    acked[pair[0]].push_back((*ids)[0]);
+    acked[pair[1]].push_back((*ids)[1]);
+  }
+  const uint64_t scans_before = metrics().read_scans.load();
+  // The first read follows, so its scan stays. The second read starts once the first has all
+  // its entries, so the scan has passed the second one's start.
+  auto first = std::make_shared<RecordingSink>();
+  ReadParams params;
+  params.namespace_id = pair[0];
+  params.follow = true;
+  params.deadline = Clock::now() + seconds(5);
+  ASSERT_TRUE(reader_->Start(params, first).ok());
+  first->WaitForEntries(acked[pair[0]].size(), seconds(4));
+  auto late = StartRead(pair[1]);
+  for (auto [ns, sink] : {std::pair{pair[0], first}, std::pair{pair[1], late}}) {
+    auto entries = sink->Wait(seconds(60));
+    if (ns == pair[0]) {  // the follow read ends at its deadline
+      ASSERT_TRUE(absl::IsDeadlineExceeded(entries.status())) << entries.status();
+      entries = sink->entries();
+    }
+    ASSERT_TRUE(entries.ok()) << entries.status();
+    std::vector<uint64_t> got;
+    for (const v1::Entry& e : *entries) {
+      got.push_back(e.entry_id());
+      EXPECT_EQ(e.data(), Payload(ns, e.sequence()) + std::string(1000, 'p'));
+    }
+    EXPECT_EQ(got, acked[ns]) << "namespace " << ns;
+  }
+  EXPECT_EQ(metrics().read_scans.load() - scans_before, 1u);
+  EXPECT_GE(metrics().read_scan_rewinds.load(), 1u);
+}
+
+// One read whose client stops pulling does not hold up the other reads of its slot: it is
+// detached from the shared scan once its queue is full, and carries on by itself (from where it
+// stood, nothing lost or repeated) once its client pulls again.
+TEST_F(Core, AStalledReadDoesNotHoldUpTheOtherReadsOfItsSlot) {
+  StartCore(64 << 10);  // a client 64 KiB behind leaves its scan
+  const auto [a, b] = TwoInOneSlot(1);
+  ASSERT_NE(a, 0u);
+  const Slot slot = meta_->Get(a)->slot;
+  std::vector<uint64_t> acked_a;
+  const std::string big(16 << 10, 'a');
+  for (uint64_t seq = 1; seq <= 64; ++seq) {  // 1 MiB in all, many times the read's queue
+    auto ids = Append({AppendItem{slot, a, big, EntryStamp{0, 1, seq}}});
+    ASSERT_TRUE(ids.ok()) << ids.status();
+    acked_a.push_back((*ids)[0]);
+  }
+  auto b_ids = Append({AppendItem{slot, b, "b", EntryStamp{0, 2, 1}}});
+  ASSERT_TRUE(b_ids.ok()) << b_ids.status();
+
+  // A follow read of `a` that takes its first batch and then stalls.
+  auto stalled = std::make_shared<RecordingSink>();
+  stalled->Stall(true);
+  ReadParams params;
+  params.namespace_id = a;
+  params.follow = true;
+  params.deadline = Clock::now() + seconds(8);
+  ASSERT_TRUE(reader_->Start(params, stalled).ok());
+  // On any failure below, end the stalled stream as gRPC would, so the reader can shut down.
+  struct CancelAtExit {
+    RecordingSink* sink;
+    ~CancelAtExit() { sink->Cancel(); }
+  } cancel_at_exit{stalled.get()};
+  ASSERT_TRUE(stalled->WaitStalled(seconds(10)));
+
+  // Reads of `b` arriving now share the slot's scan; each completes as if alone.
+  for (int i = 0; i < 3; ++i) {
+    const auto started = Clock::now();
+    auto entries = StartRead(b)->Wait(seconds(10));
+    ASSERT_TRUE(entries.ok()) << "read " << i << " of b: " << entries.status();
+    ASSERT_EQ(entries->size(), 1u);
+    EXPECT_EQ((*entries)[0].entry_id(), (*b_ids)[0]);
+    std::cerr << "RESULT stalled: read " << i << " of b took "
+              << std::chrono::duration_cast<milliseconds>(Clock::now() - started).count()
+              << " ms\n";
+  }
+  EXPECT_GE(metrics().read_scan_detaches.load(), 1u);
+
+  // Once its client pulls again, the stalled read gets every entry once, in order, and (as a
+  // following read) ends at its deadline.
+  stalled->Stall(false);
+  stalled->WaitForEntries(acked_a.size(), seconds(15));
+  EXPECT_EQ(stalled->ids(), acked_a);
+  const std::optional<absl::Status> ended = stalled->WaitFinished(seconds(15));
+  ASSERT_TRUE(ended.has_value()) << "the follow read did not end by its deadline";
+  EXPECT_TRUE(absl::IsDeadlineExceeded(*ended)) << *ended;
+}
+
+// A follower deep in its backlog stops delivering entries below a truncation within a second of
+// the truncation, and goes on with the entries above it.
+TEST_F(Core, ASlowFollowerStopsDeliveringWhatWasTruncated) {
+  auto state = Create(1);
+  ASSERT_TRUE(state.ok()) << state.status();
+  const std::string data(2 << 10, 'f');
+  std::vector<uint64_t> acked;
+  for (uint64_t seq = 1; seq <= 1000; seq += 100) {
+    std::vector<AppendItem> items;
+    for (uint64_t i = 0; i < 100; ++i) {
+      items.push_back(AppendItem{state->slot, 1, data, EntryStamp{0, 1, seq + i}});
+    }
+    auto ids = Append(std::move(items));
+    ASSERT_TRUE(ids.ok()) << ids.status();
+    acked.insert(acked.end(), ids->begin(), ids->end());
+  }
+  // 4 KiB batches of 2 entries, 20 ms each: the whole backlog would take 10 s.
+  auto follower = std::make_shared<RecordingSink>(milliseconds(20));
+  ReadParams params;
+  params.namespace_id = 1;
+  params.follow = true;
+  params.deadline = Clock::now() + seconds(6);
+  ASSERT_TRUE(reader_->Start(params, follower).ok());
+  follower->WaitForEntries(10, seconds(5));
+  const uint64_t cut = acked[800];
+  ASSERT_TRUE(meta_->Truncate(1, static_cast<int64_t>(cut), Deadline()).ok());
+  const auto truncated_at = Clock::now();
+  EXPECT_TRUE(absl::IsDeadlineExceeded(follower->Wait(seconds(20)).status()));
+
+  const std::vector<v1::Entry> entries = follower->entries();
+  const std::vector<Clock::time_point> arrived = follower->arrived();
+  int below_cut_late = 0;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    if (entries[i].entry_id() < cut && arrived[i] > truncated_at + seconds(1)) ++below_cut_late;
+  }
+  EXPECT_EQ(below_cut_late, 0);
+  ASSERT_FALSE(entries.empty());
+  EXPECT_EQ(entries.back().entry_id(), acked.back()) << "the follower did not reach the end";
+  std::cerr << "RESULT truncation: " << entries.size() << " entries delivered, " << below_cut_late
+            << " below the cut more than 1 s after it\n";
+}
+
+// A read whose client never pulls again ends by its deadline (gRPC cancels its stream), and
+// the reads of its slot are never held up meanwhile.
+TEST_F(Core, AReadThatNeverPullsAgainEndsWhenItsStreamIsCancelled) {
+  auto state = Create(1);
+  ASSERT_TRUE(state.ok()) << state.status();
+  const std::string big(16 << 10, 'x');
+  for (uint64_t seq = 1; seq <= 64; ++seq) {
+    ASSERT_TRUE(Append({AppendItem{state->slot, 1, big, EntryStamp{0, 1, seq}}}).ok());
+  }
+  auto stalled = std::make_shared<RecordingSink>();
+  stalled->Stall(true);
+  ReadParams params;
+  params.namespace_id = 1;
+  params.deadline = Clock::now() + seconds(3);
+  ASSERT_TRUE(reader_->Start(params, stalled).ok());
+  ASSERT_TRUE(stalled->WaitStalled(seconds(10)));
+  std::this_thread::sleep_until(params.deadline);
+  stalled->Cancel();  // what gRPC does to a stream at its deadline
+  const std::optional<absl::Status> ended = stalled->WaitFinished(seconds(10));
+  ASSERT_TRUE(ended.has_value()) << "the stalled read did not end";
+  EXPECT_FALSE(ended->ok());
+}
+
+// The first chunk of a split entry whose other chunks never come (its writer failed), then more
+// than twice max_entry_bytes of complete entries of another writer: a read holds no more than
+// that behind it. It ends with UNAVAILABLE naming the entry to read again from, having
+// delivered everything before it, and lost nothing.
+TEST_F(Core, AReadHoldsBackABoundedAmountBehindAnIncompleteEntry) {
+  StartCore(ReaderOptions().read_queue_bytes, /*max_entry_bytes=*/8192);
+  auto state = Create(1);
+  ASSERT_TRUE(state.ok()) << state.status();
+  ASSERT_TRUE(Append({AppendItem{state->slot, 1, "before", EntryStamp{0, 1, 1}}}).ok());
+  const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count();
+  // Another session and origin, encoded now: nothing shows yet that it cannot complete.
+  const auto torn =
+      EncodeEntry(std::string(3000, 't'), 12345, kMaxRecordBytes, {}, {777, 888, now_ms});
+  ASSERT_GT(torn.size(), 1u);
+  const absl::StatusOr<int64_t> torn_at =
+      ProduceRaw(bootstrap(), state->slot.topic, state->slot.partition, EncodeKey(1), torn[0]);
+  ASSERT_TRUE(torn_at.ok()) << torn_at.status();
+  for (uint64_t seq = 2; seq <= 30; ++seq) {  // 29 x 900 bytes > 2 x 8192
+    ASSERT_TRUE(
+        Append({AppendItem{state->slot, 1, std::string(900, 'a'), EntryStamp{0, 1, seq}}}).ok());
+  }
+  auto sink = StartRead(1);
+  auto entries = sink->Wait(seconds(30));
+  ASSERT_FALSE(entries.ok());
+  EXPECT_TRUE(absl::IsUnavailable(entries.status())) << entries.status();
+  EXPECT_NE(entries.status().message().find(absl::StrCat("read again from entry ", *torn_at)),
+            absl::string_view::npos)
+      << entries.status();
+  std::vector<v1::Entry> got = sink->entries();
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].data(), "before");
+}
+
+}  // namespace
+}  // namespace wal::testing

@@ -1,0 +1,80 @@
+// The writer (log/entry_writer.h) when librdkafka's queue fills or its producer fails.
+#include <future>
+
+#include "absl/strings/match.h"
+#include "tests/core/core_fixture.h"
+
+namespace wal::testing {
+namespace {
+
+#ifndef WAL_TEST_REAL_KAFKA
+// librdkafka's queue fills up in the middle of an append: the records before are on their way,
+// so the call must not answer RESOURCE_EXHAUSTED (which promises nothing was written).
+TEST_F(Core, AQueueFullMidAppendIsNotResourceExhausted) {
+  auto state = Create(1);
+  ASSERT_TRUE(state.ok()) << state.status();
+  KafkaProperties small_queue = properties();
+  small_queue["queue.buffering.max.messages"] = "3";
+  small_queue["linger.ms"] = "1000";  // the records stay queued
+  WriterOptions options;
+  options.producers = 1;
+  options.topics = {topic()};
+  auto writer = EntryWriter::Create(small_queue, options, "queue-full");
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  auto append = [&](int entries) {
+    std::vector<AppendItem> items;
+    for (int i = 0; i < entries; ++i) items.push_back(AppendItem{state->slot, 1, "e", {}});
+    std::promise<absl::Status> done;
+    (*writer)->Append(std::move(items), Deadline(), [&](absl::StatusOr<std::vector<uint64_t>> ids) {
+      done.set_value(ids.status());
+    });
+    return done.get_future().get();
+  };
+  const absl::Status partly = append(5);  // 3 queued, the 4th refused
+  EXPECT_TRUE(absl::IsUnavailable(partly)) << partly;
+  EXPECT_TRUE(absl::StrContains(partly.message(), "same sequences")) << partly;
+}
+
+// A fatal idempotent-producer error with a record still queued: the next append replaces the
+// producer, the queued append fails with UNAVAILABLE (its outcome is known: never written), and
+// the next one is written by the new producer.
+TEST_F(Core, FatalProducerErrorFailsTheQueuedAppendWithUnavailable) {
+  auto state = Create(1);
+  ASSERT_TRUE(state.ok()) << state.status();
+  ASSERT_TRUE(Append({AppendItem{state->slot, 1, "before", EntryStamp{0, 1, 1}}}).ok());
+
+  rd_kafka_mock_cluster_t* cluster = core_->mock_cluster()->cluster();
+  ASSERT_EQ(rd_kafka_mock_broker_set_down(cluster, 1), RD_KAFKA_RESP_ERR_NO_ERROR);
+  std::promise<absl::Status> queued;
+  writer_->Append(
+      {AppendItem{state->slot, 1, "queued", EntryStamp{0, 1, 2}}}, Deadline(),
+      [&](absl::StatusOr<std::vector<uint64_t>> ids) { queued.set_value(ids.status()); });
+  // Append handed the record to librdkafka before it returned; with the broker down, it stays
+  // queued.
+  const absl::Status injected = InjectFatalProducerErrors(*writer_);
+  ASSERT_TRUE(injected.ok()) << injected;
+
+  std::promise<absl::StatusOr<std::vector<uint64_t>>> after;
+  writer_->Append(
+      {AppendItem{state->slot, 1, "after", EntryStamp{0, 1, 3}}}, Deadline(),
+      [&](absl::StatusOr<std::vector<uint64_t>> ids) { after.set_value(std::move(ids)); });
+  auto queued_status = queued.get_future();
+  ASSERT_EQ(queued_status.wait_for(seconds(10)), std::future_status::ready);
+  const absl::Status queued_result = queued_status.get();
+  EXPECT_TRUE(absl::IsUnavailable(queued_result)) << queued_result;
+  EXPECT_EQ(writer_->replacements(), 1u);
+
+  ASSERT_EQ(rd_kafka_mock_broker_set_up(cluster, 1), RD_KAFKA_RESP_ERR_NO_ERROR);
+  auto after_ids = after.get_future().get();
+  ASSERT_TRUE(after_ids.ok()) << after_ids.status();
+  auto entries = StartRead(1)->Wait(seconds(30));
+  ASSERT_TRUE(entries.ok()) << entries.status();
+  std::vector<std::string> data;
+  for (const v1::Entry& e : *entries) data.push_back(e.data());
+  EXPECT_EQ(data, (std::vector<std::string>{"before", "after"}));
+}
+
+#endif
+
+}  // namespace
+}  // namespace wal::testing
