@@ -1,0 +1,296 @@
+// The read modes: replay (against a raw scan of the slot) and follow (against a consumer).
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "bench/walbench/bench.h"
+#include "server/common/namespace_key.h"
+#include "server/kafka/client.h"
+#include "server/kafka/consumer.h"
+#include "server/log/record_format.h"
+
+namespace walbench {
+
+// How late a follower sees an entry: one entry every 20 ms, each carrying its number, from
+// one client; a follow read through the same walserver on another client notes when each
+// arrives. Direct: a librdkafka consumer following the same partition while a producer writes
+// a record every 20 ms. Latency counts from the call (or produce) to the follower's receipt.
+Row Bench::FollowService(const wal::v1::Namespace& ns, int count,
+                         const std::string& follower_address, const std::string& system) {
+  auto appender = Connect(server.address());
+  auto follower_client = Connect(follower_address);
+  wal::ReadOptions read;
+  read.namespace_id = ns.namespace_id();
+  read.start_entry_id =
+      static_cast<uint64_t>(client->GetNamespace(ns.namespace_id())->next_entry_id());
+  read.follow = true;
+  std::unique_ptr<wal::ReadStream> follower = follower_client->OpenRead(read);
+  std::vector<Clock::time_point> sent(count);
+  std::vector<std::atomic<bool>> was_sent(count);
+  Latencies latencies;
+  std::thread reader([&] {
+    wal::v1::Entry e;
+    for (int got = 0; got < count && follower->Next(&e);) {
+      const auto now = Clock::now();
+      const int i = std::stoi(e.data().substr(0, e.data().find(' ')));
+      if (i < 0 || i >= count || !was_sent[i].load()) continue;
+      latencies.Add(duration<double, std::milli>(now - sent[i]).count());
+      ++got;
+    }
+  });
+  const auto t0 = Clock::now() + std::chrono::milliseconds(200);  // the read has started
+  for (int i = 0; i < count; ++i) {
+    std::this_thread::sleep_until(t0 + i * std::chrono::milliseconds(20));
+    std::string data = absl::StrCat(i, " ");
+    data.resize(payload.size(), 'x');
+    sent[i] = Clock::now();
+    was_sent[i] = true;
+    Must(appender->Append(ns.namespace_id(), {data}).status(), "follow append");
+  }
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  follower->Cancel();
+  reader.join();
+  return FollowRow(system, latencies, count);
+}
+
+Row Bench::FollowDirect(const wal::v1::Namespace& ns, int count) {
+  wal::KafkaProperties props{{"bootstrap.servers", absl::GetFlag(FLAGS_brokers)},
+                             {"socket.nagle.disable", "true"}};
+  auto consumer = std::move(*wal::Consumer::Create(props, "walbench-follow"));
+  Must(consumer->Assign(ns.topic(), ns.partition(), RD_KAFKA_OFFSET_END), "assigning the follower");
+  const std::string key = wal::EncodeKey(1u << 30);  // no namespace's: walserver skips nothing
+  std::vector<Clock::time_point> sent(count);
+  std::vector<std::atomic<bool>> was_sent(count);
+  std::atomic<bool> stop{false};
+  Latencies latencies;
+  std::thread reader([&] {
+    for (int got = 0; got < count && !stop;) {
+      wal::Message m = consumer->Poll(100);
+      if (!m || m->err) continue;
+      const auto now = Clock::now();
+      auto record =
+          wal::DecodeRecord(std::string_view(static_cast<const char*>(m->payload), m->len));
+      if (!record.ok()) continue;
+      const std::string data(record->payload);
+      const int i = std::stoi(data.substr(0, data.find(' ')));
+      if (i < 0 || i >= count || !was_sent[i].load()) continue;
+      latencies.Add(duration<double, std::milli>(now - sent[i]).count());
+      ++got;
+    }
+  });
+  const auto t0 = Clock::now() + std::chrono::milliseconds(500);  // assigned and at the end
+  BatchWait wait;
+  for (int i = 0; i < count; ++i) {
+    std::this_thread::sleep_until(t0 + i * std::chrono::milliseconds(20));
+    std::string data = absl::StrCat(i, " ");
+    data.resize(payload.size(), 'x');
+    const std::string record = wal::EncodeEntry(data, i + 1, 1000000).front();
+    wait.Expect(1);
+    sent[i] = Clock::now();
+    was_sent[i] = true;
+    Must(direct.get().Produce(ns.topic(), ns.partition(), key, record, &wait), "produce");
+    if (wait.Wait() != 0) Must(absl::UnavailableError("a record failed"), "produce");
+  }
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  stop = true;
+  reader.join();
+  return FollowRow("direct consumer", latencies, count);
+}
+
+Row Bench::FollowRow(const std::string& system, Latencies& latencies, int count) {
+  Row r{"follow", system, "1 entry / 20 ms"};
+  r.entries_per_s = static_cast<double>(latencies.ms.size());  // entries seen of `count`
+  r.p50_ms = latencies.Percentile(0.5);
+  r.p99_ms = latencies.Percentile(0.99);
+  r.p999_ms = latencies.Percentile(1.0);
+  r.value = count;
+  return r;
+}
+
+void Bench::Follow() {
+  const int count = absl::GetFlag(FLAGS_smoke) ? 25 : 250;
+  // A second walserver on the same topics: a follower of a region served by another sidecar.
+  Walserver other(server.prefix());
+  other.Start();
+  std::vector<Row> same, another, direct_rows;
+  for (int run = 0; run < runs; ++run) {
+    same.push_back(FollowService(namespaces[0], count, server.address(), "service same server"));
+    Emit(same.back());
+    another.push_back(FollowService(namespaces[0], count, other.address(), "service other server"));
+    Emit(another.back());
+    direct_rows.push_back(FollowDirect(namespaces[0], count));
+    Emit(direct_rows.back());
+  }
+  other.Stop();
+  const Row d = MedianByP99(direct_rows);
+  // value: the ratio of the p99s; the p99 column: their difference.
+  for (const Row& s : {MedianByP99(same), MedianByP99(another)}) {
+    Row ratio{"follow", "ratio p99 " + s.system.substr(8) + "/direct", s.parameter};
+    ratio.value = s.p99_ms / std::max(1e-9, d.p99_ms);
+    ratio.p99_ms = s.p99_ms - d.p99_ms;
+    Emit(ratio);
+  }
+}
+
+// Over 80 lines on purpose: one experiment (set up a slot, then three measured phases whose
+// figures are compared in one table) reads best top to bottom.
+void Bench::Replay() {
+  // A slot of its own: a fresh server with one topic of one partition, and room for all the
+  // namespaces' reads at once.
+  Walserver replay(
+      absl::StrCat("replay", getpid()),
+      {"--topic_count=1", "--partitions_per_topic=1",
+       absl::StrCat("--max_concurrent_reads=", 2 * absl::GetFlag(FLAGS_replay_namespaces))});
+  replay.Start();
+  auto c = Connect(replay.address());
+  const int count = absl::GetFlag(FLAGS_replay_namespaces);
+  for (int n = 1; n <= count; ++n) Must(c->CreateNamespace(n).status(), "create");
+  const auto ns = c->GetNamespace(1);
+  const int64_t start = ns->next_entry_id();
+  const uint64_t total = static_cast<uint64_t>(absl::GetFlag(FLAGS_replay_mib)) << 20;
+  const int batch = 64;
+  uint64_t written = 0;
+  for (int round = 0; written < total; ++round) {
+    wal::v1::AppendRequest request;
+    for (int i = 0; i < batch; ++i) {
+      auto* e = request.add_entries();
+      e->set_namespace_id(1 + (round * batch + i) % count);
+      e->set_data(payload);
+      written += payload.size();
+    }
+    Must(c->Append(request).status(), "append");
+  }
+  const int64_t end = c->GetNamespace(1)->next_entry_id();
+  const double mb = written / 1e6;
+
+  std::vector<double> one, all, raw, many;
+  for (int run = 0; run < runs; ++run) {
+    auto t0 = Clock::now();
+    uint64_t n = 0;
+    wal::ReadOptions read;
+    read.namespace_id = 1;
+    Must(c->Read(read, [&](wal::v1::Entry&) { return ++n > 0; }), "read");
+    one.push_back(duration<double>(Clock::now() - t0).count());
+    uint64_t bytes = 0;
+    raw.push_back(RawScan(ns->topic(), ns->partition(), start, end, &bytes));
+    t0 = Clock::now();
+    std::vector<std::thread> readers;
+    for (int r = 1; r <= count; ++r) {
+      readers.emplace_back([&, r] {
+        wal::ReadOptions ro;
+        ro.namespace_id = r;
+        Must(c->Read(ro, [](wal::v1::Entry&) { return true; }), "read");
+      });
+    }
+    for (auto& t : readers) t.join();
+    all.push_back(duration<double>(Clock::now() - t0).count());
+    // The same namespaces on one ReadMany stream, as a datanode opens its regions.
+    t0 = Clock::now();
+    wal::ReadManyOptions read_many;
+    for (int r = 1; r <= count; ++r) read_many.namespaces.push_back({uint64_t(r), 0, 0});
+    int ended = 0;
+    Must(c->ReadMany(
+             read_many, [](wal::v1::Entry&) { return true; },
+             [&](const wal::v1::ReadEnd& end) {
+               if (end.code() != 0) Must(absl::InternalError(end.message()), "ReadMany");
+               ++ended;
+               return true;
+             }),
+         "ReadMany");
+    if (ended != count) Must(absl::InternalError("not every namespace ended"), "ReadMany");
+    many.push_back(duration<double>(Clock::now() - t0).count());
+  }
+  // What delivering the slot's bytes costs without any sharing: the same bytes written to the
+  // only namespace of a slot of their own, read back by one stream. Replaying all namespaces
+  // at once moves this many bytes to the client too, so it cannot take less.
+  // Beside it, empty namespaces of the same slot created before it was written, so that
+  // their reads span its bytes: a datanode opening one large region among many empty ones
+  // with one ReadMany.
+  const int empty = absl::GetFlag(FLAGS_smoke) ? 99 : 999;
+  Walserver whole(absl::StrCat("replaywhole", getpid()),
+                  {"--topic_count=1", "--partitions_per_topic=1",
+                   absl::StrCat("--max_concurrent_reads=", 2 * (empty + 1))});
+  whole.Start();
+  auto w = Connect(whole.address());
+  for (int n = 1; n <= empty + 1; ++n) Must(w->CreateNamespace(n).status(), "create");
+  for (uint64_t put = 0; put < written;) {
+    wal::v1::AppendRequest request;
+    for (int i = 0; i < batch; ++i, put += payload.size()) {
+      auto* e = request.add_entries();
+      e->set_namespace_id(1);
+      e->set_data(payload);
+    }
+    Must(w->Append(request).status(), "append");
+  }
+  std::vector<double> whole_times, among_empty;
+  for (int run = 0; run < runs; ++run) {
+    auto t0 = Clock::now();
+    wal::ReadOptions read;
+    read.namespace_id = 1;
+    Must(w->Read(read, [](wal::v1::Entry&) { return true; }), "read");
+    whole_times.push_back(duration<double>(Clock::now() - t0).count());
+    t0 = Clock::now();
+    wal::ReadManyOptions read_many;
+    for (int r = 1; r <= empty + 1; ++r) read_many.namespaces.push_back({uint64_t(r), 0, 0});
+    uint64_t got = 0;
+    Must(w->ReadMany(
+             read_many,
+             [&](wal::v1::Entry& e) {
+               got += e.data().size();
+               return true;
+             },
+             [](const wal::v1::ReadEnd& end) {
+               if (end.code() != 0) Must(absl::InternalError(end.message()), "ReadMany");
+               return true;
+             }),
+         "ReadMany");
+    if (got != written) Must(absl::InternalError("ReadMany missed bytes"), "ReadMany");
+    among_empty.push_back(duration<double>(Clock::now() - t0).count());
+  }
+  whole.Stop();
+
+  Row r1{"replay", "service 1 namespace", absl::StrFormat("%.0f MB slot", mb)};
+  r1.value = Median(one);
+  r1.mb_per_s = mb / r1.value;  // slot bytes scanned per second
+  Row r0{"replay", "direct raw scan", r1.parameter};
+  r0.value = Median(raw);
+  r0.mb_per_s = mb / r0.value;
+  Row ra{"replay", absl::StrCat("service ", count, " at once"), r1.parameter};
+  ra.value = Median(all);
+  ra.mb_per_s = mb / ra.value;
+  Emit(r1);
+  Emit(r0);
+  Emit(ra);
+  Row rw{"replay", "service one stream", r1.parameter};
+  rw.value = Median(whole_times);
+  rw.mb_per_s = mb / rw.value;
+  Emit(rw);
+  // Speed ratio: >= 0.9 wanted.
+  EmitRatio("replay", "ratio 1 ns scan/raw", r1.parameter, r0.value / r1.value);
+  // Time ratio: <= 1.2 wanted.
+  EmitRatio("replay", "ratio all/raw time", r1.parameter, ra.value / r0.value);
+  EmitRatio("replay", "ratio all/one stream", r1.parameter, ra.value / rw.value);
+  Row rm{"replay", "service ReadMany", r1.parameter};
+  rm.value = Median(many);
+  rm.mb_per_s = mb / rm.value;
+  Emit(rm);
+  EmitRatio("replay", "ratio ReadMany/raw time", r1.parameter, rm.value / r0.value);
+  Row re{"replay", absl::StrCat("service ReadMany 1 + ", empty, " empty"), r1.parameter};
+  re.value = Median(among_empty);
+  re.mb_per_s = mb / re.value;
+  Emit(re);
+  // Time ratio: <= 1.2 wanted.
+  EmitRatio("replay", "ratio ReadMany 1+empty/one stream", r1.parameter, re.value / rw.value);
+}
+
+}  // namespace walbench
