@@ -156,26 +156,104 @@ class Progress {
   }
 };
 
-int Append(const Cli& cli, wal::Client& client, uint64_t ns) {
-  std::vector<std::vector<std::string>> requests;
-  if (auto file = cli.flags.find("file"); file != cli.flags.end()) {
-    if (file->second == "-") {
-      std::stringstream whole;
-      whole << std::cin.rdbuf();
-      requests.push_back({whole.str()});
-    } else {
-      absl::StatusOr<std::string> whole = wal::ReadWholeFile(file->second, "--file");
-      if (!whole.ok()) return Usage("append: " + std::string(whole.status().message()));
-      requests.push_back({*std::move(whole)});
+// Appends of one namespace, up to `window` in flight, their ids printed in input order.
+class AppendWindow {
+ public:
+  AppendWindow(const Cli& cli, wal::Client& client, uint64_t ns, uint64_t epoch, uint64_t window)
+      : cli_(cli), client_(client), ns_(ns), epoch_(epoch), window_(window) {}
+  // Waits for what is still in flight, so that no append outlives the client.
+  ~AppendWindow() {
+    for (InFlight& call : in_flight_) call.ids.wait();
+  }
+
+  // Starts an append of `entries`, then waits for the oldest while the window is full. Nonzero:
+  // the exit status of a failed append (the ones behind it are abandoned).
+  int Send(const std::vector<std::string>& entries) {
+    Start(entries);
+    while (in_flight_.size() >= window_) {
+      if (int rc = FinishOldest(); rc != 0) return rc;
     }
-  } else if (cli.args.size() > 1) {
-    requests.push_back(std::vector<std::string>(cli.args.begin() + 1, cli.args.end()));
+    return 0;
+  }
+  // Waits for every append in flight; nonzero as for Send.
+  int Drain() {
+    while (!in_flight_.empty()) {
+      if (int rc = FinishOldest(); rc != 0) return rc;
+    }
+    return 0;
+  }
+
+ private:
+  using Ids = absl::StatusOr<std::vector<uint64_t>>;
+  struct InFlight {
+    std::future<Ids> ids;
+    uint64_t entries = 0;
+    uint64_t bytes = 0;
+  };
+
+  void Start(const std::vector<std::string>& entries) {
+    wal::v1::AppendRequest request;
+    InFlight call;
+    for (const std::string& data : entries) {
+      wal::v1::Entry* e = request.add_entries();
+      e->set_namespace_id(ns_);
+      e->set_data(data);
+      e->set_epoch(epoch_);
+      call.bytes += data.size();
+    }
+    call.entries = entries.size();
+    auto answered = std::make_shared<std::promise<Ids>>();
+    call.ids = answered->get_future();
+    client_.AppendAsync(std::move(request), [answered](Ids ids) { answered->set_value(ids); });
+    in_flight_.push_back(std::move(call));
+  }
+
+  // Waits for the oldest append and prints its ids.
+  int FinishOldest() {
+    InFlight call = std::move(in_flight_.front());
+    in_flight_.pop_front();
+    Ids ids = call.ids.get();
+    if (!ids.ok()) return Report(ids.status());
+    progress_.Add(call.entries, call.bytes);
+    for (uint64_t id : *ids) {
+      if (cli_.json) {
+        std::cout << "{\"entryId\":\"" << id << "\"}\n";
+      } else {
+        std::cout << id << "\n";
+      }
+    }
+    return 0;
+  }
+
+  const Cli& cli_;
+  wal::Client& client_;
+  const uint64_t ns_;
+  const uint64_t epoch_;
+  const uint64_t window_;
+  std::deque<InFlight> in_flight_;  // in input order
+  Progress progress_{"appended"};
+};
+
+int Append(const Cli& cli, wal::Client& client, uint64_t ns) {
+  std::vector<std::string> given;
+  if (auto file = cli.flags.find("file"); file != cli.flags.end()) {
+    absl::StatusOr<std::string> whole;
+    if (file->second == "-") {
+      std::stringstream in;
+      in << std::cin.rdbuf();
+      whole = in.str();
+    } else {
+      whole = wal::ReadWholeFile(file->second, "--file");
+    }
+    if (!whole.ok()) return Usage("append: " + std::string(whole.status().message()));
+    given.push_back(*std::move(whole));
+  } else {
+    given.assign(cli.args.begin() + 1, cli.args.end());
   }
   uint64_t batch = 1000;
   if (auto b = cli.flags.find("batch"); b != cli.flags.end()) {
     if (!absl::SimpleAtoi(b->second, &batch) || batch == 0) return Usage("--batch needs N > 0");
   }
-  Progress progress("appended");
   uint64_t epoch = 0;
   if (auto e = cli.flags.find("epoch"); e != cli.flags.end()) {
     if (!absl::SimpleAtoi(e->second, &epoch)) return Usage("--epoch needs a number");
@@ -184,81 +262,24 @@ int Append(const Cli& cli, wal::Client& client, uint64_t ns) {
   if (auto w = cli.flags.find("window"); w != cli.flags.end()) {
     if (!absl::SimpleAtoi(w->second, &window) || window == 0) return Usage("--window needs N > 0");
   }
-  using Ids = absl::StatusOr<std::vector<uint64_t>>;
-  struct InFlight {
-    std::future<Ids> ids;
-    uint64_t entries = 0;
-    uint64_t bytes = 0;
-  };
-  std::deque<InFlight> in_flight;  // in input order
-  auto start = [&](const std::vector<std::string>& entries) {
-    wal::v1::AppendRequest request;
-    InFlight call;
-    for (const std::string& data : entries) {
-      wal::v1::Entry* e = request.add_entries();
-      e->set_namespace_id(ns);
-      e->set_data(data);
-      e->set_epoch(epoch);
-      call.bytes += data.size();
-    }
-    call.entries = entries.size();
-    auto answered = std::make_shared<std::promise<Ids>>();
-    call.ids = answered->get_future();
-    client.AppendAsync(std::move(request), [answered](Ids ids) { answered->set_value(ids); });
-    in_flight.push_back(std::move(call));
-  };
-  // Waits for the oldest batch and prints its ids.
-  auto finish_oldest = [&]() -> int {
-    InFlight call = std::move(in_flight.front());
-    in_flight.pop_front();
-    Ids ids = call.ids.get();
-    if (!ids.ok()) {
-      // The batches behind it are abandoned: wait for them, so that none outlives the client.
-      for (InFlight& later : in_flight) later.ids.wait();
-      return Report(ids.status());
-    }
-    progress.Add(call.entries, call.bytes);
-    for (uint64_t id : *ids) {
-      if (cli.json) {
-        std::cout << "{\"entryId\":\"" << id << "\"}\n";
-      } else {
-        std::cout << id << "\n";
-      }
-    }
-    return 0;
-  };
-  auto send = [&](const std::vector<std::string>& entries) -> int {
-    start(entries);
-    while (in_flight.size() >= window) {
-      if (int rc = finish_oldest(); rc != 0) return rc;
-    }
-    return 0;
-  };
-  auto drain = [&]() -> int {
-    while (!in_flight.empty()) {
-      if (int rc = finish_oldest(); rc != 0) return rc;
-    }
-    return 0;
-  };
-  if (!requests.empty()) {
-    window = 1;
-    return send(requests.front());
-  }
+  if (!given.empty()) return AppendWindow(cli, client, ns, epoch, 1).Send(given);
+  // One entry per line of standard input, --batch lines per append.
+  AppendWindow appends(cli, client, ns, epoch, window);
   std::vector<std::string> lines;
   bool any = false;
   for (std::string line; std::getline(std::cin, line);) {
     lines.push_back(std::move(line));
     if (lines.size() >= batch) {
-      if (int rc = send(lines); rc != 0) return rc;
+      if (int rc = appends.Send(lines); rc != 0) return rc;
       lines.clear();
       any = true;
     }
   }
   if (!lines.empty()) {
-    if (int rc = send(lines); rc != 0) return rc;
+    if (int rc = appends.Send(lines); rc != 0) return rc;
     any = true;
   }
-  if (int rc = drain(); rc != 0) return rc;
+  if (int rc = appends.Drain(); rc != 0) return rc;
   return any ? 0 : Usage("append: nothing to append (no DATA and empty standard input)");
 }
 

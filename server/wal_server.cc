@@ -175,6 +175,68 @@ bool SomeoneListensOn(const std::string& path) {
   return listening;
 }
 
+// Claims the unix socket of `listen` for this server: an flock on "<socket>.lock" (returned, held
+// while the server serves), then a check that no other process serves on the socket, then the
+// removal of a socket file left by an earlier run.
+absl::StatusOr<int> ClaimUnixSocket(const std::string& listen) {
+  // A socket file left by an earlier run would make the bind fail, and gRPC removes it
+  // before binding: first make sure no other process still serves on it, or is about to.
+  const std::string path = UnixSocketPath(listen);
+  const std::string lock_path = path + ".lock";
+  const int lock = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (lock < 0) {
+    return absl::UnavailableError(absl::StrCat(
+        "cannot listen on --listen=", listen, ": cannot open ", lock_path, ": ",
+        std::strerror(errno), errno == ENOENT ? " (is the socket's folder missing?)" : ""));
+  }
+  if (flock(lock, LOCK_EX | LOCK_NB) != 0) {
+    close(lock);
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on --listen=", listen,
+                     ": another walserver serves on this socket or is starting on it (it holds ",
+                     lock_path, "). Stop it or choose another --listen"));
+  }
+  if (SomeoneListensOn(path)) {
+    close(lock);
+    return absl::UnavailableError(absl::StrCat(
+        "cannot listen on --listen=", listen,
+        ": another process serves on this socket. Stop it or choose another --listen"));
+  }
+  std::error_code ignored;
+  if (std::filesystem::is_socket(path, ignored)) std::filesystem::remove(path, ignored);
+  return lock;
+}
+
+// Message sizes, one listener per port, and keepalive: the settings of every connection.
+void SetConnectionLimits(const ServerOptions& o, uint64_t max_entry_bytes,
+                         grpc::ServerBuilder& builder) {
+  // A request may carry one largest entry plus its envelope; a reply batch likewise.
+  const int message_limit =
+      static_cast<int>(std::min<uint64_t>(max_entry_bytes + 4 * kMiB, INT32_MAX));
+  builder.SetMaxReceiveMessageSize(message_limit);
+  // gRPC shares a port with any other process that asks (SO_REUSEPORT): a second walserver on
+  // the same --listen would start and take part of the first one's connections. Refuse instead.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.SetMaxSendMessageSize(message_limit);
+  // Keepalive (docs/CONTRACT.md, "Dead connections"). Clients' pings are accepted whether or not
+  // calls are open (they find a dead connection before a call waits on it), as often as every
+  // kMinClientPingInterval; walserver's own pings go on without limit on a connection that
+  // sends no data, such as an idle client's or a stalled follower's.
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  // Twice as often as a client may ping: timers and clocks on both sides make the gaps a
+  // little uneven.
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+                             static_cast<int>(kMinClientPingInterval.count() / 2));
+  // Zero turns walserver's pings off (gRPC's own default would ping every two hours).
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS,
+                             o.keepalive_time.count() > 0
+                                 ? static_cast<int>(o.keepalive_time.count())
+                                 : std::numeric_limits<int>::max());
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+                             static_cast<int>(o.keepalive_timeout.count()));
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+}
+
 // The credentials of TCP listeners: TLS when a certificate is configured.
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> TcpCredentials(const ServerOptions& o) {
   if (o.tls_cert_file.empty() && o.tls_key_file.empty()) {
@@ -288,31 +350,9 @@ absl::Status WalServer::StartGrpc(const ServerOptions& o) {
   for (size_t i = 0; i < listens.size(); ++i) {
     const bool unix_socket = absl::StartsWith(listens[i], "unix:");
     if (unix_socket) {
-      // A socket file left by an earlier run would make the bind fail, and gRPC removes it
-      // before binding: first make sure no other process still serves on it, or is about to.
-      const std::string path = UnixSocketPath(listens[i]);
-      const std::string lock_path = path + ".lock";
-      const int lock = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-      if (lock < 0) {
-        return absl::UnavailableError(absl::StrCat(
-            "cannot listen on --listen=", listens[i], ": cannot open ", lock_path, ": ",
-            std::strerror(errno), errno == ENOENT ? " (is the socket's folder missing?)" : ""));
-      }
-      if (flock(lock, LOCK_EX | LOCK_NB) != 0) {
-        close(lock);
-        return absl::UnavailableError(absl::StrCat(
-            "cannot listen on --listen=", listens[i],
-            ": another walserver serves on this socket or is starting on it (it holds ", lock_path,
-            "). Stop it or choose another --listen"));
-      }
-      unix_socket_locks_.push_back(lock);
-      if (SomeoneListensOn(path)) {
-        return absl::UnavailableError(absl::StrCat(
-            "cannot listen on --listen=", listens[i],
-            ": another process serves on this socket. Stop it or choose another --listen"));
-      }
-      std::error_code ignored;
-      if (std::filesystem::is_socket(path, ignored)) std::filesystem::remove(path, ignored);
+      auto lock = ClaimUnixSocket(listens[i]);
+      if (!lock.ok()) return lock.status();
+      unix_socket_locks_.push_back(*lock);
     }
     builder.AddListeningPort(
         listens[i], unix_socket ? grpc::InsecureServerCredentials() : *tcp_credentials, &ports[i]);
@@ -322,31 +362,7 @@ absl::Status WalServer::StartGrpc(const ServerOptions& o) {
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
   interceptors.push_back(std::make_unique<MetricsInterceptorFactory>(&core_->metrics()));
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
-  // A request may carry one largest entry plus its envelope; a reply batch likewise.
-  const int message_limit =
-      static_cast<int>(std::min<uint64_t>(max_entry_bytes() + 4 * kMiB, INT32_MAX));
-  builder.SetMaxReceiveMessageSize(message_limit);
-  // gRPC shares a port with any other process that asks (SO_REUSEPORT): a second walserver on
-  // the same --listen would start and take part of the first one's connections. Refuse instead.
-  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  builder.SetMaxSendMessageSize(message_limit);
-  // Keepalive (docs/CONTRACT.md, "Dead connections"). Clients' pings are accepted whether or not
-  // calls are open (they find a dead connection before a call waits on it), as often as every
-  // kMinClientPingInterval; walserver's own pings go on without limit on a connection that
-  // sends no data, such as an idle client's or a stalled follower's.
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-  // Twice as often as a client may ping: timers and clocks on both sides make the gaps a
-  // little uneven.
-  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
-                             static_cast<int>(kMinClientPingInterval.count() / 2));
-  // Zero turns walserver's pings off (gRPC's own default would ping every two hours).
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS,
-                             o.keepalive_time.count() > 0
-                                 ? static_cast<int>(o.keepalive_time.count())
-                                 : std::numeric_limits<int>::max());
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
-                             static_cast<int>(o.keepalive_timeout.count()));
-  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  SetConnectionLimits(o, max_entry_bytes(), builder);
   // Validate checked both; a group looked up again may fail now (a name service down).
   const absl::StatusOr<mode_t> socket_mode = UnixSocketMode(o.unix_socket_mode);
   const absl::StatusOr<gid_t> socket_group = UnixSocketGroup(o.unix_socket_group);
