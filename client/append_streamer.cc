@@ -114,18 +114,7 @@ void AppendStreamer::SenderLoop() {
       continue;
     }
     if (unary_only_) {
-      // Everything not on a stream goes as unary calls from now on.
-      std::vector<std::pair<uint64_t, Pending>> moved;
-      for (auto it = pending_.begin(); it != pending_.end();) {
-        moved.emplace_back(it->first, std::move(it->second));
-        it = pending_.erase(it);
-      }
-      to_send_.clear();
-      deadlines_.clear();
-      retries_.clear();
-      lock.unlock();
-      for (auto& [id, p] : moved) SendUnary(std::move(p.request), p.deadline, std::move(p.done));
-      lock.lock();
+      SendAllAsUnary(lock);
       if (closing_) break;
       cv_.wait(lock);
       continue;
@@ -137,55 +126,8 @@ void AppendStreamer::SenderLoop() {
       cv_.wait(lock);
       continue;
     }
-    if (!stream_) {
-      ctx_ = std::make_unique<grpc::ClientContext>();
-      if (options_.prepare) options_.prepare(*ctx_);
-      const uint64_t number = ++stream_number_;
-      grpc::ClientContext* ctx = ctx_.get();
-      // Starting counts as a write: the timer cancels a start that takes longer than an attempt
-      // (or that nothing waits for any more once the client closes).
-      starting_ = true;
-      writing_since_ = Steady::now();
-      lock.unlock();
-      auto stream = stub_->AppendStream(ctx);
-      lock.lock();
-      starting_ = false;
-      writing_since_ = Steady::time_point::max();
-      stream_ = std::move(stream);
-      reader_ = std::thread([this, number, rw = stream_.get()] { ReaderLoop(number, rw); });
-    }
-    // Everything waiting goes in one message: what gathered while the last write was out.
-    v1::AppendStreamRequest message;
-    size_t bytes = 0;
-    const Clock::time_point now = Clock::now();
-    while (!to_send_.empty()) {
-      auto it = pending_.find(to_send_.front());
-      if (it == pending_.end()) {  // completed meanwhile (its deadline passed)
-        to_send_.pop_front();
-        continue;
-      }
-      Pending& p = it->second;
-      const size_t size = p.request.ByteSizeLong();
-      if (message.appends_size() > 0 &&
-          (bytes + size > kMaxMessageBytes || message.appends_size() >= kMaxAppendsPerMessage)) {
-        break;
-      }
-      to_send_.pop_front();
-      bytes += size;
-      v1::StreamedAppend* append = message.add_appends();
-      append->set_request_id(it->first);
-      const auto left = std::min(p.deadline, now + options_.attempt_timeout) - now;
-      append->set_timeout_ms(static_cast<uint32_t>(std::max<int64_t>(
-          1, std::chrono::duration_cast<std::chrono::milliseconds>(left).count())));
-      // Lent to the message without a copy; it comes back after the write (below), before the
-      // append can be sent again (only this thread sends).
-      append->mutable_append()->Swap(&p.request);
-      p.stream = stream_number_;
-      p.sent = ++sendings_;
-      on_wire_.push_back(OnWire{it->first, p.sent,
-                                Steady::now() + std::chrono::milliseconds(append->timeout_ms()) +
-                                    std::chrono::seconds(1)});
-    }
+    if (!stream_) OpenStream(lock);
+    v1::AppendStreamRequest message = GatherMessage();
     writing_since_ = Steady::now();
     lock.unlock();
     const bool written = stream_->Write(message);
@@ -211,6 +153,73 @@ void AppendStreamer::SenderLoop() {
   }
   sender_done_ = true;
   timer_cv_.notify_all();
+}
+
+void AppendStreamer::SendAllAsUnary(std::unique_lock<std::mutex>& lock) {
+  std::vector<std::pair<uint64_t, Pending>> moved;
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    moved.emplace_back(it->first, std::move(it->second));
+    it = pending_.erase(it);
+  }
+  to_send_.clear();
+  deadlines_.clear();
+  retries_.clear();
+  lock.unlock();
+  for (auto& [id, p] : moved) SendUnary(std::move(p.request), p.deadline, std::move(p.done));
+  lock.lock();
+}
+
+void AppendStreamer::OpenStream(std::unique_lock<std::mutex>& lock) {
+  ctx_ = std::make_unique<grpc::ClientContext>();
+  if (options_.prepare) options_.prepare(*ctx_);
+  const uint64_t number = ++stream_number_;
+  grpc::ClientContext* ctx = ctx_.get();
+  // Starting counts as a write: the timer cancels a start that takes longer than an attempt
+  // (or that nothing waits for any more once the client closes).
+  starting_ = true;
+  writing_since_ = Steady::now();
+  lock.unlock();
+  auto stream = stub_->AppendStream(ctx);
+  lock.lock();
+  starting_ = false;
+  writing_since_ = Steady::time_point::max();
+  stream_ = std::move(stream);
+  reader_ = std::thread([this, number, rw = stream_.get()] { ReaderLoop(number, rw); });
+}
+
+v1::AppendStreamRequest AppendStreamer::GatherMessage() {
+  v1::AppendStreamRequest message;
+  size_t bytes = 0;
+  const Clock::time_point now = Clock::now();
+  while (!to_send_.empty()) {
+    auto it = pending_.find(to_send_.front());
+    if (it == pending_.end()) {  // completed meanwhile (its deadline passed)
+      to_send_.pop_front();
+      continue;
+    }
+    Pending& p = it->second;
+    const size_t size = p.request.ByteSizeLong();
+    if (message.appends_size() > 0 &&
+        (bytes + size > kMaxMessageBytes || message.appends_size() >= kMaxAppendsPerMessage)) {
+      break;
+    }
+    to_send_.pop_front();
+    bytes += size;
+    v1::StreamedAppend* append = message.add_appends();
+    append->set_request_id(it->first);
+    const auto left = std::min(p.deadline, now + options_.attempt_timeout) - now;
+    append->set_timeout_ms(static_cast<uint32_t>(
+        std::max<int64_t>(1, std::chrono::duration_cast<std::chrono::milliseconds>(left).count())));
+    // Lent to the message without a copy; SenderLoop gives it back after the write, before the
+    // append can be sent again (only the sender sends).
+    append->mutable_append()->Swap(&p.request);
+    p.stream = stream_number_;
+    p.sent = ++sendings_;
+    on_wire_.push_back(OnWire{
+        it->first, p.sent,
+        Steady::now() + std::chrono::milliseconds(append->timeout_ms()) + std::chrono::seconds(1)});
+  }
+  return message;
 }
 
 void AppendStreamer::CloseStream(std::unique_lock<std::mutex>& lock) {

@@ -78,6 +78,14 @@ class AppendStreamer {
   using Completions = std::vector<Completion>;
 
   void SenderLoop();
+  // The sender's steps. Everything not yet answered goes as unary calls (walserver has no
+  // AppendStream).
+  void SendAllAsUnary(std::unique_lock<std::mutex>& lock) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Starts a stream and its reader.
+  void OpenStream(std::unique_lock<std::mutex>& lock) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Everything waiting, in one message: what gathered while the last write was out (within
+  // the message limits). The requests are lent to it and must be swapped back after the write.
+  v1::AppendStreamRequest GatherMessage() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReaderLoop(uint64_t stream,
                   grpc::ClientReaderWriter<v1::AppendStreamRequest, v1::AppendStreamResponse>* rw);
   void TimerLoop();
