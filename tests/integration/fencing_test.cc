@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/common/namespace_key.h"
 #include "server/log/record_format.h"
+#include "tests/support/kafka_process_fixture.h"
 #include "tests/support/test_util.h"
 
 namespace wal::testing {
@@ -46,27 +47,16 @@ uint64_t FencedBefore(const Fences& fences, int64_t offset) {
   return epoch;
 }
 
-class FencingTest : public ::testing::Test {
+class FencingTest : public KafkaProcessFixture {
  protected:
-  void SetUp() override {
-    brokers_ = TestBrokers();
-    ASSERT_FALSE(brokers_.empty()) << kNoKafka;
-    prefix_ = UniqueName("fence");
-  }
   std::unique_ptr<ServerProcess> StartServer(const std::string& name) {
-    std::vector<std::string> args = KafkaServerArgs(brokers_, prefix_);
-    args.push_back("--name=" + name);
-    auto p = ServerProcess::Start(args);
-    EXPECT_TRUE(p.ok()) << p.status();
-    return p.ok() ? std::move(*p) : nullptr;
+    return KafkaProcessFixture::StartServer({"--name=" + name});
   }
   std::vector<v1::Entry> ReadAll(ServerProcess& server, uint64_t ns) {
     auto entries = Connect(server.address())->ReadAll(ns);
     EXPECT_TRUE(entries.ok()) << entries.status();
     return entries.ok() ? *entries : std::vector<v1::Entry>{};
   }
-  std::string brokers_;
-  std::string prefix_;
 };
 
 std::vector<std::string> DataOf(const std::vector<v1::Entry>& entries) {

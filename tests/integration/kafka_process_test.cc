@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "tests/support/kafka_process_fixture.h"
 #include "tests/support/test_util.h"
 
 namespace wal::testing {
@@ -16,24 +17,7 @@ namespace {
 
 using std::chrono::seconds;
 
-class KafkaProcessTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    brokers_ = TestBrokers();
-    ASSERT_FALSE(brokers_.empty()) << kNoKafka;
-    prefix_ = UniqueName("proc");
-  }
-  std::unique_ptr<ServerProcess> StartServer(std::vector<std::string> extra = {},
-                                             const std::string& listen = "127.0.0.1:0") {
-    std::vector<std::string> args = KafkaServerArgs(brokers_, prefix_);
-    args.insert(args.end(), extra.begin(), extra.end());
-    auto p = ServerProcess::Start(args, listen);
-    EXPECT_TRUE(p.ok()) << p.status();
-    return p.ok() ? std::move(*p) : nullptr;
-  }
-  std::string brokers_;
-  std::string prefix_;
-};
+using KafkaProcessTest = KafkaProcessFixture;
 
 TEST_F(KafkaProcessTest, LargeEntriesRoundTripAndOversizeIsRejected) {
   auto server = StartServer();  // the default limit: 64 MiB

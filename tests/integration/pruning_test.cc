@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/kafka/admin.h"
 #include "server/kafka/client.h"
+#include "tests/support/kafka_process_fixture.h"
 #include "tests/support/test_util.h"
 
 namespace wal::testing {
@@ -21,26 +22,19 @@ using std::chrono::milliseconds;
 using std::chrono::seconds;
 using Clock = std::chrono::steady_clock;
 
-class PruningTest : public ::testing::Test {
+class PruningTest : public KafkaProcessFixture {
  protected:
   void SetUp() override {
-    brokers_ = TestBrokers();
-    ASSERT_FALSE(brokers_.empty()) << kNoKafka;
-    prefix_ = UniqueName("prune");
+    KafkaProcessFixture::SetUp();
     auto admin = NewKafkaClient(RD_KAFKA_PRODUCER, {{"bootstrap.servers", brokers_}});
     ASSERT_TRUE(admin.ok()) << admin.status();
     admin_ = std::move(*admin);
   }
   // All namespaces share one slot, so that they prune each other's records.
   std::unique_ptr<ServerProcess> StartServer(const std::string& name, int prune_interval_ms) {
-    std::vector<std::string> args = KafkaServerArgs(brokers_, prefix_);
-    args.push_back("--topic_count=1");
-    args.push_back("--partitions_per_topic=1");
-    args.push_back(absl::StrCat("--prune_interval_ms=", prune_interval_ms));
-    args.push_back("--name=" + name);
-    auto p = ServerProcess::Start(args);
-    EXPECT_TRUE(p.ok()) << p.status();
-    return p.ok() ? std::move(*p) : nullptr;
+    return KafkaProcessFixture::StartServer(
+        {"--topic_count=1", "--partitions_per_topic=1",
+         absl::StrCat("--prune_interval_ms=", prune_interval_ms), "--name=" + name});
   }
   // A walserver that does not prune, and its namespace 1 holding "entry 0" .. "entry 9" (ids_).
   void StartWithTenEntries(const std::string& name) {
@@ -60,8 +54,6 @@ class PruningTest : public ::testing::Test {
     EXPECT_TRUE(marks.ok()) << marks.status();
     return marks.ok() ? *marks : Watermarks{};
   }
-  std::string brokers_;
-  std::string prefix_;
   KafkaHandle admin_;
   std::unique_ptr<ServerProcess> server_;
   std::unique_ptr<Client> client_;

@@ -20,17 +20,40 @@ using Clock = std::chrono::steady_clock;
 constexpr int16_t kProduceApiKey = 0;
 constexpr int16_t kListOffsetsApiKey = 2;
 
-TEST(MockFaults, CallsFailFastWhileKafkaIsDownAndWorkAgainAfter) {
+// Each test runs its own walserver on a mock cluster of its own.
+class MockFaults : public ::testing::Test {
+ protected:
+  // Starts server_ with `options` (on topics of its own).
+  void StartServer(ServerOptions options) {
+    options.topic_prefix = UniqueName("fault");
+    auto server = WalServer::Start(options);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+  }
+  rd_kafka_mock_cluster_t* cluster() const { return server_->mock_cluster()->cluster(); }
+  // A client of server_ that does not retry, so that it sees every answer.
+  std::unique_ptr<Client> ClientWithoutRetries(std::chrono::milliseconds timeout) const {
+    ClientOptions options;
+    options.target = server_->address();
+    options.timeout = timeout;
+    options.max_retries = 0;
+    auto client = Client::Connect(options);
+    EXPECT_TRUE(client.ok()) << client.status();
+    return client.ok() ? std::move(*client) : nullptr;
+  }
+
+  std::unique_ptr<WalServer> server_;
+};
+
+TEST_F(MockFaults, CallsFailFastWhileKafkaIsDownAndWorkAgainAfter) {
   ServerOptions options = MockServerOptions();
-  options.topic_prefix = UniqueName("fault");
-  auto server = WalServer::Start(options);
-  ASSERT_TRUE(server.ok()) << server.status();
-  auto client = Connect((*server)->address(), seconds(2));
+  ASSERT_NO_FATAL_FAILURE(StartServer(options));
+  auto client = Connect(server_->address(), seconds(2));
   ASSERT_TRUE(client->CreateNamespace(1).ok());
   auto before = client->Append(1, {"before"});
   ASSERT_TRUE(before.ok()) << before.status();
 
-  rd_kafka_mock_cluster_t* cluster = (*server)->mock_cluster()->cluster();
+  rd_kafka_mock_cluster_t* cluster = this->cluster();
   ASSERT_EQ(rd_kafka_mock_broker_set_down(cluster, 1), RD_KAFKA_RESP_ERR_NO_ERROR);
 
   auto t0 = Clock::now();
@@ -58,17 +81,15 @@ TEST(MockFaults, CallsFailFastWhileKafkaIsDownAndWorkAgainAfter) {
   EXPECT_EQ(all->back().data(), "after");
 }
 
-TEST(MockFaults, AppendBytesInFlightAreCapped) {
+TEST_F(MockFaults, AppendBytesInFlightAreCapped) {
   ServerOptions options = MockServerOptions();
-  options.topic_prefix = UniqueName("fault");
   options.max_entry_bytes = 64 * 1024;
   options.max_inflight_append_bytes = 64 * 1024;
-  auto server = WalServer::Start(options);
-  ASSERT_TRUE(server.ok()) << server.status();
-  auto client = Connect((*server)->address(), seconds(3));
+  ASSERT_NO_FATAL_FAILURE(StartServer(options));
+  auto client = Connect(server_->address(), seconds(3));
   ASSERT_TRUE(client->CreateNamespace(1).ok());
   // With the broker down, a 40 KiB append stays in flight until its deadline...
-  rd_kafka_mock_cluster_t* cluster = (*server)->mock_cluster()->cluster();
+  rd_kafka_mock_cluster_t* cluster = this->cluster();
   ASSERT_EQ(rd_kafka_mock_broker_set_down(cluster, 1), RD_KAFKA_RESP_ERR_NO_ERROR);
   std::promise<absl::Status> first;
   v1::AppendRequest big;
@@ -78,7 +99,7 @@ TEST(MockFaults, AppendBytesInFlightAreCapped) {
   client->AppendAsync(
       big, [&](absl::StatusOr<std::vector<uint64_t>> r) { first.set_value(r.status()); });
   // Wait until walserver holds it (a fixed sleep lost this race on a loaded machine).
-  const Metrics& metrics = (*server)->metrics();
+  const Metrics& metrics = server_->metrics();
   const auto held_by = Clock::now() + seconds(2);
   while (metrics.appends_in_flight.load() == 0 && Clock::now() < held_by) {
     std::this_thread::sleep_for(milliseconds(5));
@@ -114,34 +135,28 @@ TEST(MockFaults, AppendBytesInFlightAreCapped) {
 // An append answered before Kafka reported its records (its caller's deadline came first) still
 // holds its bytes while librdkafka holds the records: retries of it must meet the cap, or a slow
 // Kafka lets retrying clients queue copies past it.
-TEST(MockFaults, AnAppendAnsweredBeforeItsRecordsAreReportedStillCountsAgainstTheCap) {
+TEST_F(MockFaults, AnAppendAnsweredBeforeItsRecordsAreReportedStillCountsAgainstTheCap) {
   ServerOptions options = MockServerOptions();
-  options.topic_prefix = UniqueName("fault");
   options.max_entry_bytes = 64 * 1024;
   options.max_inflight_append_bytes = 64 * 1024;
   options.append_timeout = seconds(6);  // how long librdkafka keeps the records
-  auto server = WalServer::Start(options);
-  ASSERT_TRUE(server.ok()) << server.status();
-  auto admin = Connect((*server)->address(), seconds(5));
+  ASSERT_NO_FATAL_FAILURE(StartServer(options));
+  auto admin = Connect(server_->address(), seconds(5));
   ASSERT_TRUE(admin->CreateNamespace(1).ok());
-  rd_kafka_mock_cluster_t* cluster = (*server)->mock_cluster()->cluster();
+  rd_kafka_mock_cluster_t* cluster = this->cluster();
   ASSERT_EQ(rd_kafka_mock_broker_set_down(cluster, 1), RD_KAFKA_RESP_ERR_NO_ERROR);
-  ClientOptions once;
-  once.target = (*server)->address();
-  once.timeout = seconds(1);
-  once.max_retries = 0;
-  auto client = Client::Connect(once);
-  ASSERT_TRUE(client.ok());
+  auto client = ClientWithoutRetries(seconds(1));
+  ASSERT_NE(client, nullptr);
   v1::AppendRequest big;
   auto* e = big.add_entries();
   e->set_namespace_id(1);
   e->set_data(std::string(40 * 1024, 'a'));
   const auto sent = Clock::now();
-  auto first = (*client)->Append(big);
+  auto first = client->Append(big);
   ASSERT_FALSE(first.ok());
   ASSERT_LT(Clock::now() - sent, seconds(3)) << "answered after librdkafka gave the records up";
   // Its records are still in librdkafka's queue for seconds: a retry must be refused.
-  auto retry = (*client)->Append(big);
+  auto retry = client->Append(big);
   EXPECT_EQ(retry.status().code(), absl::StatusCode::kResourceExhausted) << retry.status();
   // Once librdkafka has reported them (delivered when the broker is back), the bytes are free.
   ASSERT_EQ(rd_kafka_mock_broker_set_up(cluster, 1), RD_KAFKA_RESP_ERR_NO_ERROR);
@@ -157,27 +172,21 @@ TEST(MockFaults, AnAppendAnsweredBeforeItsRecordsAreReportedStillCountsAgainstTh
 // end-of-topic query, then reading up to it) before answering NOT_FOUND. During a Kafka slowdown
 // a client retrying appends to a deleted namespace must not take the threads of the admin calls,
 // nor ask Kafka once per append.
-TEST(MockFaults, AppendsToAnUnknownNamespaceDuringASlowdownShareOneCatchUp) {
+TEST_F(MockFaults, AppendsToAnUnknownNamespaceDuringASlowdownShareOneCatchUp) {
   ServerOptions options = MockServerOptions();
-  options.topic_prefix = UniqueName("fault");
-  auto server = WalServer::Start(options);
-  ASSERT_TRUE(server.ok()) << server.status();
-  auto admin = Connect((*server)->address(), seconds(3));
+  ASSERT_NO_FATAL_FAILURE(StartServer(options));
+  auto admin = Connect(server_->address(), seconds(3));
   ASSERT_TRUE(admin->CreateNamespace(1).ok());
   // Every end-of-topic query now takes 1.5 s.
-  rd_kafka_mock_cluster_t* cluster = (*server)->mock_cluster()->cluster();
+  rd_kafka_mock_cluster_t* cluster = this->cluster();
   constexpr size_t kSlowQueries = 200;
   for (size_t i = 0; i < kSlowQueries; ++i) {
     ASSERT_EQ(rd_kafka_mock_broker_push_request_error_rtts(cluster, 1, kListOffsetsApiKey, 1,
                                                            RD_KAFKA_RESP_ERR_NO_ERROR, 1500),
               RD_KAFKA_RESP_ERR_NO_ERROR);
   }
-  ClientOptions once;
-  once.target = (*server)->address();
-  once.timeout = seconds(8);
-  once.max_retries = 0;
-  auto client = Client::Connect(once);
-  ASSERT_TRUE(client.ok());
+  auto client = ClientWithoutRetries(seconds(8));
+  ASSERT_NE(client, nullptr);
   constexpr int kAppends = 100;  // more than the 64 admin threads
   std::mutex mu;
   std::condition_variable cv;
@@ -187,7 +196,7 @@ TEST(MockFaults, AppendsToAnUnknownNamespaceDuringASlowdownShareOneCatchUp) {
   unknown.mutable_entries(0)->set_data("x");
   const auto sent = Clock::now();
   for (int i = 0; i < kAppends; ++i) {
-    (*client)->AppendAsync(unknown, [&](absl::StatusOr<std::vector<uint64_t>> r) {
+    client->AppendAsync(unknown, [&](absl::StatusOr<std::vector<uint64_t>> r) {
       std::lock_guard<std::mutex> lock(mu);
       answers.push_back(r.status());
       cv.notify_all();
@@ -224,16 +233,14 @@ TEST(MockFaults, AppendsToAnUnknownNamespaceDuringASlowdownShareOneCatchUp) {
 // long deadlines: failing what waits on Kafka ends every stream, so shutdown never gives up on them
 // (after 5 s it would leave the service behind, whose late completions would use the freed
 // metadata store and writer) and returns soon after its grace.
-TEST(MockFaults, ShutdownEndsStreamsWaitingOnKafkaWithinItsGrace) {
+TEST_F(MockFaults, ShutdownEndsStreamsWaitingOnKafkaWithinItsGrace) {
   ServerOptions options = MockServerOptions();
-  options.topic_prefix = UniqueName("fault");
-  auto server = WalServer::Start(options);
-  ASSERT_TRUE(server.ok()) << server.status();
-  auto admin = Connect((*server)->address(), seconds(3));
+  ASSERT_NO_FATAL_FAILURE(StartServer(options));
+  auto admin = Connect(server_->address(), seconds(3));
   ASSERT_TRUE(admin->CreateNamespace(1).ok());
   // End-of-topic queries (the catch-up for an unknown namespace) and produce requests (appends
   // to a known one) each take 10 s, longer than the test.
-  rd_kafka_mock_cluster_t* cluster = (*server)->mock_cluster()->cluster();
+  rd_kafka_mock_cluster_t* cluster = this->cluster();
   constexpr size_t kSlowRequests = 50;
   for (size_t i = 0; i < kSlowRequests; ++i) {
     for (int16_t api : {kListOffsetsApiKey, kProduceApiKey}) {
@@ -242,12 +249,8 @@ TEST(MockFaults, ShutdownEndsStreamsWaitingOnKafkaWithinItsGrace) {
                 RD_KAFKA_RESP_ERR_NO_ERROR);
     }
   }
-  ClientOptions once;
-  once.target = (*server)->address();
-  once.timeout = seconds(30);
-  once.max_retries = 0;
-  auto client = Client::Connect(once);
-  ASSERT_TRUE(client.ok());
+  auto client = ClientWithoutRetries(seconds(30));
+  ASSERT_NE(client, nullptr);
   std::mutex mu;
   std::condition_variable cv;
   int answered = 0;
@@ -259,7 +262,7 @@ TEST(MockFaults, ShutdownEndsStreamsWaitingOnKafkaWithinItsGrace) {
   v1::AppendRequest unknown;
   unknown.add_entries()->set_namespace_id(99);
   unknown.mutable_entries(0)->set_data("x");
-  for (int i = 0; i < 10; ++i) (*client)->AppendAsync(unknown, count);
+  for (int i = 0; i < 10; ++i) client->AppendAsync(unknown, count);
   // Once a catch-up is under way, 10 more wait for the next one.
   size_t left = kSlowRequests;
   const auto asked_by = Clock::now() + seconds(5);
@@ -268,13 +271,13 @@ TEST(MockFaults, ShutdownEndsStreamsWaitingOnKafkaWithinItsGrace) {
     std::this_thread::sleep_for(milliseconds(10));
   }
   ASSERT_LT(left, kSlowRequests) << "walserver never looked the unknown namespace up";
-  for (int i = 0; i < 10; ++i) (*client)->AppendAsync(unknown, count);
+  for (int i = 0; i < 10; ++i) client->AppendAsync(unknown, count);
   v1::AppendRequest known;
   known.add_entries()->set_namespace_id(1);
   known.mutable_entries(0)->set_data("y");
-  for (int i = 0; i < 10; ++i) (*client)->AppendAsync(known, count);
+  for (int i = 0; i < 10; ++i) client->AppendAsync(known, count);
   // Wait until walserver holds the appends to the known namespace.
-  const Metrics& metrics = (*server)->metrics();
+  const Metrics& metrics = server_->metrics();
   const auto held_by = Clock::now() + seconds(5);
   while (metrics.appends_in_flight.load() < 10 && Clock::now() < held_by) {
     std::this_thread::sleep_for(milliseconds(5));
@@ -285,7 +288,7 @@ TEST(MockFaults, ShutdownEndsStreamsWaitingOnKafkaWithinItsGrace) {
     ASSERT_EQ(answered, 0) << "appends were answered before shutdown: they waited on nothing";
   }
   const auto t0 = Clock::now();
-  (*server)->Shutdown(seconds(1));
+  server_->Shutdown(seconds(1));
   const double took = std::chrono::duration<double>(Clock::now() - t0).count();
   // About 1 s (the grace) and the teardown; giving up on the streams takes 5 s more.
   EXPECT_LT(took, 5.5) << "shutdown gave up waiting for the streams";
@@ -294,16 +297,14 @@ TEST(MockFaults, ShutdownEndsStreamsWaitingOnKafkaWithinItsGrace) {
       << answered << " of 30 appends answered";
 }
 
-TEST(MockFaults, ProduceErrorsFailTheAppend) {
+TEST_F(MockFaults, ProduceErrorsFailTheAppend) {
   ServerOptions options = MockServerOptions();
-  options.topic_prefix = UniqueName("fault");
   options.append_timeout = seconds(3);
-  auto server = WalServer::Start(options);
-  ASSERT_TRUE(server.ok()) << server.status();
-  auto client = Connect((*server)->address(), seconds(10));
+  ASSERT_NO_FATAL_FAILURE(StartServer(options));
+  auto client = Connect(server_->address(), seconds(10));
   ASSERT_TRUE(client->CreateNamespace(1).ok());
   // Every produce request fails with a non-retriable error for a while.
-  rd_kafka_mock_cluster_t* cluster = (*server)->mock_cluster()->cluster();
+  rd_kafka_mock_cluster_t* cluster = this->cluster();
   rd_kafka_mock_push_request_errors(
       cluster, kProduceApiKey, 10, RD_KAFKA_RESP_ERR_INVALID_RECORD,
       RD_KAFKA_RESP_ERR_INVALID_RECORD, RD_KAFKA_RESP_ERR_INVALID_RECORD,
@@ -328,15 +329,13 @@ TEST(MockFaults, ProduceErrorsFailTheAppend) {
 // A metadata change whose record failed after it was sent, with an error under which Kafka may
 // have stored it, must not be answered "nothing changed" (UNAVAILABLE): the caller would take a
 // namespace for absent that may exist, or an epoch for unissued that fences its writer.
-TEST(MockFaults, AMetadataRecordKafkaMayHaveStoredIsAnsweredAsUnknown) {
+TEST_F(MockFaults, AMetadataRecordKafkaMayHaveStoredIsAnsweredAsUnknown) {
   ServerOptions options = MockServerOptions();
-  options.topic_prefix = UniqueName("fault");
-  auto server = WalServer::Start(options);
-  ASSERT_TRUE(server.ok()) << server.status();
-  auto client = Connect((*server)->address(), seconds(5));
+  ASSERT_NO_FATAL_FAILURE(StartServer(options));
+  auto client = Connect(server_->address(), seconds(5));
   ASSERT_TRUE(client->CreateNamespace(1).ok());
   // librdkafka marks records failed with OUT_OF_ORDER_SEQUENCE_NUMBER "possibly persisted".
-  rd_kafka_mock_cluster_t* cluster = (*server)->mock_cluster()->cluster();
+  rd_kafka_mock_cluster_t* cluster = this->cluster();
   rd_kafka_mock_push_request_errors(cluster, kProduceApiKey, 1,
                                     RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER);
   const absl::Status created = client->CreateNamespace(2).status();
@@ -352,33 +351,31 @@ TEST(MockFaults, AMetadataRecordKafkaMayHaveStoredIsAnsweredAsUnknown) {
   EXPECT_TRUE(again.ok()) << again;
 }
 
-TEST(MockFaults, FatalProducerErrorReplacesTheProducer) {
+TEST_F(MockFaults, FatalProducerErrorReplacesTheProducer) {
   ServerOptions options = MockServerOptions();
-  options.topic_prefix = UniqueName("fault");
-  auto server = WalServer::Start(options);
-  ASSERT_TRUE(server.ok()) << server.status();
+  ASSERT_NO_FATAL_FAILURE(StartServer(options));
   // Before the client: its callback may still run while the client goes, should a check fail.
   std::promise<absl::Status> in_flight;
-  auto client = Connect((*server)->address(), seconds(5));
+  auto client = Connect(server_->address(), seconds(5));
   ASSERT_TRUE(client->CreateNamespace(1).ok());
   ASSERT_TRUE(client->Append(1, {"before"}).ok());
 
   // An append stuck in a producer's queue (the broker is down) when the fatal error comes.
-  rd_kafka_mock_cluster_t* cluster = (*server)->mock_cluster()->cluster();
+  rd_kafka_mock_cluster_t* cluster = this->cluster();
   ASSERT_EQ(rd_kafka_mock_broker_set_down(cluster, 1), RD_KAFKA_RESP_ERR_NO_ERROR);
   v1::AppendRequest stuck;
   stuck.add_entries()->set_namespace_id(1);
   stuck.mutable_entries(0)->set_data("in flight");
   client->AppendAsync(
       stuck, [&](absl::StatusOr<std::vector<uint64_t>> r) { in_flight.set_value(r.status()); });
-  const Metrics& metrics = (*server)->metrics();
+  const Metrics& metrics = server_->metrics();
   const auto held_by = Clock::now() + seconds(5);
   while (metrics.appends_in_flight.load() == 0 && Clock::now() < held_by) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   ASSERT_EQ(metrics.appends_in_flight.load(), 1) << "the append never reached walserver";
 
-  const absl::Status injected = InjectFatalProducerErrors((*server)->writer());
+  const absl::Status injected = InjectFatalProducerErrors(server_->writer());
   ASSERT_TRUE(injected.ok()) << injected;
   // The next append replaces the producer, which fails what the old one still held; it is
   // written by the new producer once the broker is back.
@@ -389,7 +386,7 @@ TEST(MockFaults, FatalProducerErrorReplacesTheProducer) {
   auto after = client->Append(1, {"after"});
   broker_back.join();
   ASSERT_TRUE(after.ok()) << after.status();
-  EXPECT_GE((*server)->writer().replacements(), 1u);
+  EXPECT_GE(server_->writer().replacements(), 1u);
   // The append that was in flight is answered, never left hanging: UNAVAILABLE if its records
   // were failed with the old producer, OK if Kafka had acknowledged them (on the mock cluster
   // it is the latter: the injected error does not stop records already sent).
@@ -416,13 +413,11 @@ TEST(MockFaults, FatalProducerErrorReplacesTheProducer) {
   }
 }
 
-TEST(MockFaults, ConcurrentReadsAreCapped) {
+TEST_F(MockFaults, ConcurrentReadsAreCapped) {
   ServerOptions options = MockServerOptions();
-  options.topic_prefix = UniqueName("fault");
   options.max_concurrent_reads = 2;
-  auto server = WalServer::Start(options);
-  ASSERT_TRUE(server.ok()) << server.status();
-  auto client = Connect((*server)->address(), seconds(5));
+  ASSERT_NO_FATAL_FAILURE(StartServer(options));
+  auto client = Connect(server_->address(), seconds(5));
   ASSERT_TRUE(client->CreateNamespace(1).ok());
   ASSERT_TRUE(client->Append(1, {"x"}).ok());
   ReadOptions follow;
@@ -447,13 +442,11 @@ TEST(MockFaults, ConcurrentReadsAreCapped) {
   EXPECT_TRUE(again.ok()) << again.status();
 }
 
-TEST(MockFaults, SlowKafkaTimesOutAppendsAndTheClientRetriesThrough) {
+TEST_F(MockFaults, SlowKafkaTimesOutAppendsAndTheClientRetriesThrough) {
   ServerOptions options = MockServerOptions();
-  options.topic_prefix = UniqueName("fault");
-  auto server = WalServer::Start(options);
-  ASSERT_TRUE(server.ok()) << server.status();
+  ASSERT_NO_FATAL_FAILURE(StartServer(options));
   ClientOptions opts;
-  opts.target = (*server)->address();
+  opts.target = server_->address();
   opts.timeout = seconds(20);
   opts.append_attempt_timeout = seconds(2);
   opts.retry_backoff = milliseconds(50);
@@ -462,7 +455,7 @@ TEST(MockFaults, SlowKafkaTimesOutAppendsAndTheClientRetriesThrough) {
   ASSERT_TRUE((*client)->CreateNamespace(1).ok());
   ASSERT_TRUE((*client)->Append(1, {"before"}).ok());
   // Every request to the broker now takes 3 s: longer than an attempt may wait.
-  rd_kafka_mock_cluster_t* cluster = (*server)->mock_cluster()->cluster();
+  rd_kafka_mock_cluster_t* cluster = this->cluster();
   ASSERT_EQ(rd_kafka_mock_broker_set_rtt(cluster, 1, 3000), RD_KAFKA_RESP_ERR_NO_ERROR);
   std::thread heal([cluster] {
     std::this_thread::sleep_for(seconds(5));
@@ -485,20 +478,18 @@ TEST(MockFaults, SlowKafkaTimesOutAppendsAndTheClientRetriesThrough) {
 // The mock cluster has no DeleteRecords, like some managed Kafka services: pruning there is
 // logical from the start (what --prune_mode=auto finds out on such a Kafka at its first round,
 // shown on real Kafka by PruningTest.AutoModeTurnsLogicalWhenKafkaRefusesDeleteRecords).
-TEST(MockFaults, PruningIsLogicalOnTheMockWhichHasNoDeleteRecords) {
+TEST_F(MockFaults, PruningIsLogicalOnTheMockWhichHasNoDeleteRecords) {
   ServerOptions options = MockServerOptions();
-  options.topic_prefix = UniqueName("prunemode");
   options.topic_count = 1;
   options.partitions_per_topic = 1;
   options.prune_interval = std::chrono::milliseconds(100);
-  auto server = WalServer::Start(options);
-  ASSERT_TRUE(server.ok()) << server.status();
-  auto client = Connect((*server)->address());
+  ASSERT_NO_FATAL_FAILURE(StartServer(options));
+  auto client = Connect(server_->address());
   ASSERT_TRUE(client->CreateNamespace(1).ok());
   auto ids = client->Append(1, {"a", "b", "c"});
   ASSERT_TRUE(ids.ok()) << ids.status();
   ASSERT_TRUE(client->Truncate(1, (*ids)[1]).ok());
-  const Metrics& metrics = (*server)->metrics();
+  const Metrics& metrics = server_->metrics();
   // Logical from the start: walserver builds no pruner on the mock, so it never asks to delete.
   EXPECT_EQ(metrics.prune_logical.load(), 1);
   auto read = client->ReadAll(1);
@@ -509,15 +500,13 @@ TEST(MockFaults, PruningIsLogicalOnTheMockWhichHasNoDeleteRecords) {
 
 // --prune_mode=logical is reported as such (it builds no pruner, so nothing is ever asked to
 // delete); a mode that does not exist is refused at start.
-TEST(MockFaults, PruneModeLogicalIsReportedAndBadModesAreRefused) {
+TEST_F(MockFaults, PruneModeLogicalIsReportedAndBadModesAreRefused) {
   ServerOptions options = MockServerOptions();
-  options.topic_prefix = UniqueName("logical");
   options.prune_interval = std::chrono::milliseconds(50);
   options.prune_mode = "logical";
-  auto server = WalServer::Start(options);
-  ASSERT_TRUE(server.ok()) << server.status();
-  EXPECT_EQ((*server)->metrics().prune_logical.load(), 1);
-  server->reset();
+  ASSERT_NO_FATAL_FAILURE(StartServer(options));
+  EXPECT_EQ(server_->metrics().prune_logical.load(), 1);
+  server_.reset();
   options.prune_mode = "sometimes";
   auto refused = WalServer::Start(options);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
