@@ -1,4 +1,4 @@
-// The fixture of the contract suite (contract_test.cc, contract_stream_test.cc): an in-process
+// The fixture of the contract suite (tests/contract/, a file per call): an in-process
 // walserver on the librdkafka mock cluster, or with WAL_TEST_REAL_KAFKA on the real Kafka broker
 // that ./scripts/test.sh starts, and a client of it.
 #pragma once

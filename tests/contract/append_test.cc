@@ -1,0 +1,232 @@
+// Append: batches, limits, split entries, checksums, codecs, and retries that write once.
+// Built for the mock cluster and for real Kafka (contract_fixture.h).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <set>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "server/common/crc32c.h"
+#include "tests/contract/contract_fixture.h"
+#include "tests/support/test_util.h"
+
+namespace wal::testing {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+TEST_F(ContractTest, RoundTripOfMixedBatches) { RoundTrip(*client_, 100, 10, 1000, 1); }
+
+TEST_F(ContractTest, EmptyAppendIsInvalid) {
+  EXPECT_EQ(client_->Append(v1::AppendRequest()).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(ContractTest, EntryOverTheLimitIsRejectedAndNothingWritten) {
+  Create(3);
+  const uint64_t before = client_->GetNamespace(3)->next_entry_id();
+  auto status =
+      client_->Append(3, {"small", std::string(server_->max_entry_bytes() + 1, 'x')}).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_NE(status.message().find("max_entry_bytes"), absl::string_view::npos) << status;
+  EXPECT_EQ(client_->GetNamespace(3)->next_entry_id(), before);
+  EXPECT_TRUE(ReadData(3).empty());
+  // Exactly at the limit is fine.
+  const std::string at_limit(server_->max_entry_bytes(), 'y');
+  Append(3, {at_limit});
+  EXPECT_EQ(ReadData(3), std::vector<std::string>{at_limit});
+}
+
+TEST_F(ContractTest, SplitEntriesRoundTrip) {
+  Create(4);
+  std::mt19937_64 rng(4);
+  // Several records each (64 KiB records), interleaved with small entries of another namespace.
+  Create(5);
+  std::vector<std::string> big = {RandomData(rng, 200000), RandomData(rng, 65536),
+                                  RandomData(rng, 1 << 20)};
+  for (const std::string& b : big) {
+    Append(4, {b});
+    Append(5, {"between"});
+  }
+  EXPECT_EQ(ReadData(4), big);
+  EXPECT_EQ(ReadData(5).size(), 3u);
+}
+
+// End-to-end checksums: each entry's CRC-32C travels with it from the appender to the reader.
+TEST_F(ContractTest, ChecksumsTravelWithEveryEntry) {
+  Create(1);
+  // walclient sends one with each entry; a caller that leaves it out (grpcurl) gets one that
+  // walserver computes. Both come back with the entry, split entries too.
+  const std::string split(200 * 1024, 's');  // over max_record_bytes: three records
+  ASSERT_EQ(Append(1, {"from walclient", split}).size(), 2u);
+  {
+    grpc::ClientContext ctx;
+    v1::AppendRequest request;
+    v1::Entry* e = request.add_entries();
+    e->set_namespace_id(1);
+    e->set_data("without a checksum");
+    v1::AppendResponse response;
+    ASSERT_TRUE(client_->stub().Append(&ctx, request, &response).ok());
+  }
+  auto entries = client_->ReadAll(1);
+  ASSERT_TRUE(entries.ok()) << entries.status();
+  ASSERT_EQ(entries->size(), 3u);
+  for (const v1::Entry& e : *entries) {
+    ASSERT_TRUE(e.has_crc32c()) << e.data().substr(0, 20);
+    EXPECT_EQ(e.crc32c(), Crc32c(e.data())) << e.data().substr(0, 20);
+  }
+  EXPECT_EQ((*entries)[2].data(), "without a checksum");
+}
+
+TEST_F(ContractTest, AnEntryCorruptedOnTheWayIsRefusedAndNothingIsWritten) {
+  Create(1);
+  Append(1, {"before"});
+  const uint64_t end = client_->GetNamespace(1)->next_entry_id();
+  grpc::ClientContext ctx;
+  v1::AppendRequest request;
+  for (const char* data : {"fine", "flipped"}) {
+    v1::Entry* e = request.add_entries();
+    e->set_namespace_id(1);
+    e->set_data(data);
+    e->set_crc32c(Crc32c(data));
+  }
+  request.mutable_entries(1)->mutable_data()->at(0) ^= 0x20;  // a bit flipped after the checksum
+  v1::AppendResponse response;
+  const grpc::Status status = client_->stub().Append(&ctx, request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("entries[1]: crc32c"), std::string::npos)
+      << status.error_message();
+  EXPECT_NE(status.error_message().find("nothing was written"), std::string::npos);
+  EXPECT_EQ(client_->GetNamespace(1)->next_entry_id(), end) << "a refused append wrote";
+  EXPECT_EQ(ReadData(1), (std::vector<std::string>{"before"}));
+  const std::string metrics = server_->metrics().Render();
+  EXPECT_NE(metrics.find("walserver_append_checksum_mismatches_total 1"), std::string::npos)
+      << metrics;
+}
+
+// Every codec of --compression round-trips entries, split ones included.
+TEST_F(ContractTest, EveryCompressionCodecRoundTrips) {
+  for (const std::string codec : {"none", "lz4", "zstd", "snappy", "gzip"}) {
+    ServerOptions options = MockServerOptions();
+#ifdef WAL_TEST_REAL_KAFKA
+    options.brokers = TestBrokers();
+    options.replication_factor = 1;
+    options.min_insync_replicas = 1;
+#endif
+    options.topic_prefix = UniqueName("codec_" + codec);
+    options.max_record_bytes = 64 * 1024;
+    options.compression = codec;
+    auto server = WalServer::Start(options);
+    ASSERT_TRUE(server.ok()) << codec << ": " << server.status();
+    auto client = Connect((*server)->address());
+    ASSERT_TRUE(client->CreateNamespace(1).ok());
+    const std::string rows = absl::StrCat(std::string(200 * 1024, 'r'), codec);
+    ASSERT_TRUE(client->Append(1, {"small " + codec, rows}).ok()) << codec;
+    auto read = client->ReadAll(1);
+    ASSERT_TRUE(read.ok()) << codec << ": " << read.status();
+    ASSERT_EQ(read->size(), 2u) << codec;
+    EXPECT_EQ((*read)[0].data(), "small " + codec);
+    EXPECT_EQ((*read)[1].data(), rows) << codec;
+  }
+}
+
+TEST_F(ContractTest, RetriedAppendsAreReadOnce) {
+  Create(3);
+  // The same request sent three times, as a client does after lost answers; then a request
+  // that overlaps it.
+  v1::AppendRequest request;
+  request.set_writer_id(55);
+  for (uint64_t seq : {1, 2}) {
+    auto* e = request.add_entries();
+    e->set_namespace_id(3);
+    e->set_sequence(seq);
+    e->set_data(absl::StrCat("seq ", seq));
+  }
+  std::vector<uint64_t> first_ids;
+  for (int i = 0; i < 3; ++i) {
+    grpc::ClientContext ctx;
+    v1::AppendResponse response;
+    ASSERT_TRUE(client_->stub().Append(&ctx, request, &response).ok());
+    if (i == 0) first_ids.assign(response.entry_ids().begin(), response.entry_ids().end());
+  }
+  request.mutable_entries(0)->set_sequence(3);
+  request.mutable_entries(0)->set_data("seq 3");
+  {
+    grpc::ClientContext ctx;
+    v1::AppendResponse response;
+    ASSERT_TRUE(client_->stub().Append(&ctx, request, &response).ok());
+  }
+  auto entries = client_->ReadAll(3);
+  ASSERT_TRUE(entries.ok()) << entries.status();
+  ASSERT_EQ(entries->size(), 3u);
+  EXPECT_EQ((*entries)[0].data(), "seq 1");
+  EXPECT_EQ((*entries)[0].entry_id(), first_ids[0]);
+  EXPECT_EQ((*entries)[1].data(), "seq 2");
+  EXPECT_EQ((*entries)[1].entry_id(), first_ids[1]);
+  EXPECT_EQ((*entries)[2].data(), "seq 3");
+  EXPECT_EQ((*entries)[2].sequence(), 3u);
+}
+
+// Unary appends lose every third answer; on the append stream every third message of answers is
+// lost with its stream.
+void RetriesAfterLostAnswersLeaveNoDuplicates(ContractTest* test, bool stream);
+
+TEST_F(ContractTest, ClientRetriesAfterLostAnswersWithoutDuplicates) {
+  RetriesAfterLostAnswersLeaveNoDuplicates(this, /*stream=*/false);
+}
+
+TEST_F(ContractTest, ClientRetriesAfterLostStreamsWithoutDuplicates) {
+  RetriesAfterLostAnswersLeaveNoDuplicates(this, /*stream=*/true);
+}
+
+void RetriesAfterLostAnswersLeaveNoDuplicates(ContractTest* test, bool stream) {
+  test->Create(4);
+  test->Create(5);
+  LostAnswers lost;
+  ClientOptions options;
+  options.append_stream = stream;
+  auto losing = LosingClient(test->server_->address(), 3, &lost, options);
+  std::vector<std::string> expected4, expected5;
+  for (int i = 0; i < 30; ++i) {
+    v1::AppendRequest request;
+    for (uint64_t ns : {4, 5}) {
+      auto* e = request.add_entries();
+      e->set_namespace_id(ns);
+      e->set_data(absl::StrCat("ns ", ns, " entry ", i));
+      (ns == 4 ? expected4 : expected5).push_back(e->data());
+    }
+    auto ids = losing->Append(request);
+    ASSERT_TRUE(ids.ok()) << ids.status();
+  }
+  // AppendAsync retries the same way.
+  std::atomic<int> pending{10};
+  std::atomic<int> failed{0};
+  for (int i = 0; i < 10; ++i) {
+    v1::AppendRequest request;
+    auto* e = request.add_entries();
+    e->set_namespace_id(4);
+    e->set_data(absl::StrCat("async ", i));
+    losing->AppendAsync(std::move(request), [&](absl::StatusOr<std::vector<uint64_t>> ids) {
+      if (!ids.ok()) ++failed;
+      --pending;
+    });
+  }
+  while (pending > 0) std::this_thread::sleep_for(milliseconds(5));
+  EXPECT_EQ(failed, 0);
+  EXPECT_GE(lost.count, 10) << "the test must really have lost answers";
+
+  auto read4 = test->ReadData(4);
+  ASSERT_EQ(read4.size(), 40u);
+  EXPECT_EQ(std::vector<std::string>(read4.begin(), read4.begin() + 30), expected4);
+  std::set<std::string> async(read4.begin() + 30, read4.end());
+  EXPECT_EQ(async.size(), 10u) << "each async entry exactly once";
+  EXPECT_EQ(test->ReadData(5), expected5);
+  // The retried copies are in the slot: reads dropped them.
+  const std::string metrics = test->server_->metrics().Render();
+  EXPECT_EQ(metrics.find("walserver_read_duplicate_entries_total 0\n"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace wal::testing
