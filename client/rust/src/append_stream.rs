@@ -15,9 +15,11 @@ use prost::Message;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
+use tonic::transport::Channel;
 use tonic::{Code, Status};
 
 use crate::client::{until, Client};
+use crate::proto::wal_service_client::WalServiceClient;
 use crate::proto::{AppendRequest, AppendStreamRequest, StreamedAppend};
 
 /// walserver refuses more appends than this in one message.
@@ -204,82 +206,12 @@ impl AppendStreamer {
         let (outbound, queue) = mpsc::unbounded_channel::<Queued>();
         let waiting = Arc::new(Waiting::default());
 
-        // A message is built when the connection can take it: what was queued meanwhile goes
-        // together, attempts that gave up are left out, and each carries the time it has left
-        // from now (walserver counts it from when it reads the message).
-        let state = (queue, waiting.clone(), None::<Queued>);
-        let messages =
-            futures_util::stream::unfold(state, |(mut queue, waiting, carry)| async move {
-                let mut appends = Vec::new();
-                let mut bytes = 0;
-                let mut next = carry;
-                loop {
-                    let queued = match next.take() {
-                        Some(queued) => queued,
-                        None if appends.is_empty() => queue.recv().await?,
-                        None => match queue.try_recv() {
-                            Ok(queued) => queued,
-                            Err(_) => break,
-                        },
-                    };
-                    let left = queued.deadline.saturating_duration_since(Instant::now());
-                    if left.is_zero() || !waiting.is_waiting(queued.request_id) {
-                        continue;
-                    }
-                    let size = queued.request.encoded_len();
-                    if !appends.is_empty()
-                        && (bytes + size > MAX_MESSAGE_BYTES
-                            || appends.len() >= MAX_APPENDS_PER_MESSAGE)
-                    {
-                        next = Some(queued);
-                        break;
-                    }
-                    bytes += size;
-                    appends.push(StreamedAppend {
-                        request_id: queued.request_id,
-                        append: Some(queued.request),
-                        timeout_ms: left.as_millis().clamp(1, u32::MAX as u128) as u32,
-                    });
-                }
-                Some((AppendStreamRequest { appends }, (queue, waiting, next)))
-            });
-        let request = client.request(messages, None);
-        let mut stub = client.inner.stub.clone();
+        let request = client.request(messages(queue, waiting.clone()), None);
+        let stub = client.inner.stub.clone();
         let supported = self.supported.clone();
         let answers = EndOnDrop(waiting.clone());
         let task = tokio::spawn(async move {
-            let end = match stub.append_stream(request).await {
-                Err(status) => status,
-                Ok(response) => {
-                    let mut inbound = response.into_inner();
-                    loop {
-                        match inbound.message().await {
-                            Ok(Some(message)) => {
-                                for result in message.results {
-                                    let answer = answers
-                                        .0
-                                        .state
-                                        .lock()
-                                        .unwrap()
-                                        .answers
-                                        .remove(&result.request_id);
-                                    let Some(answer) = answer else { continue }; // that attempt gave up
-                                    let _ = answer.send(if result.code == 0 {
-                                        Ok(result.entry_ids)
-                                    } else {
-                                        Err(Status::new(Code::from(result.code), result.message))
-                                    });
-                                }
-                            }
-                            // Ended without error: walserver is shutting down.
-                            Ok(None) => {
-                                break Status::unavailable("walserver ended the append stream")
-                            }
-                            Err(status) => break status,
-                        }
-                    }
-                }
-            };
+            let end = read_answers(stub, request, &answers.0).await;
             if end.code() == Code::Unimplemented {
                 supported.store(false, Ordering::Relaxed);
             }
@@ -291,5 +223,82 @@ impl AppendStreamer {
             task: task.abort_handle(),
         });
         (outbound, waiting)
+    }
+}
+
+/// The stream's messages, each built when the connection can take it: what was queued meanwhile
+/// goes together, attempts that gave up are left out, and each carries the time it has left
+/// from now (walserver counts it from when it reads the message).
+fn messages(
+    queue: mpsc::UnboundedReceiver<Queued>,
+    waiting: Arc<Waiting>,
+) -> impl futures_util::Stream<Item = AppendStreamRequest> {
+    let state = (queue, waiting, None::<Queued>);
+    futures_util::stream::unfold(state, |(mut queue, waiting, carry)| async move {
+        let mut appends = Vec::new();
+        let mut bytes = 0;
+        let mut next = carry;
+        loop {
+            let queued = match next.take() {
+                Some(queued) => queued,
+                None if appends.is_empty() => queue.recv().await?,
+                None => match queue.try_recv() {
+                    Ok(queued) => queued,
+                    Err(_) => break,
+                },
+            };
+            let left = queued.deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() || !waiting.is_waiting(queued.request_id) {
+                continue;
+            }
+            let size = queued.request.encoded_len();
+            if !appends.is_empty()
+                && (bytes + size > MAX_MESSAGE_BYTES || appends.len() >= MAX_APPENDS_PER_MESSAGE)
+            {
+                next = Some(queued);
+                break;
+            }
+            bytes += size;
+            appends.push(StreamedAppend {
+                request_id: queued.request_id,
+                append: Some(queued.request),
+                timeout_ms: left.as_millis().clamp(1, u32::MAX as u128) as u32,
+            });
+        }
+        Some((AppendStreamRequest { appends }, (queue, waiting, next)))
+    })
+}
+
+/// Opens the stream and hands each answer to its attempt, until the stream ends; returns why
+/// it ended.
+async fn read_answers<S>(
+    mut stub: WalServiceClient<Channel>,
+    request: tonic::Request<S>,
+    waiting: &Waiting,
+) -> Status
+where
+    S: futures_util::Stream<Item = AppendStreamRequest> + Send + 'static,
+{
+    let mut inbound = match stub.append_stream(request).await {
+        Err(status) => return status,
+        Ok(response) => response.into_inner(),
+    };
+    loop {
+        match inbound.message().await {
+            Ok(Some(message)) => {
+                for result in message.results {
+                    let answer = waiting.state.lock().unwrap().answers.remove(&result.request_id);
+                    let Some(answer) = answer else { continue }; // that attempt gave up
+                    let _ = answer.send(if result.code == 0 {
+                        Ok(result.entry_ids)
+                    } else {
+                        Err(Status::new(Code::from(result.code), result.message))
+                    });
+                }
+            }
+            // Ended without error: walserver is shutting down.
+            Ok(None) => return Status::unavailable("walserver ended the append stream"),
+            Err(status) => return status,
+        }
     }
 }
