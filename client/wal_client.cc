@@ -453,28 +453,37 @@ absl::Status Client::Read(const ReadOptions& options,
                           const std::function<bool(v1::Entry& entry)>& on_entry) {
   const bool has_deadline = options.timeout.count() != 0 || !options.follow;
   const system_clock::time_point deadline = Deadline(options.timeout);
-  for (int retry = 0;; ++retry) {
+  return ReplayWithRetries(has_deadline, deadline, [&](bool* delivered) {
     ReadOptions attempt = options;
     if (has_deadline) {
       attempt.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
           std::max(deadline - system_clock::now(), system_clock::duration(1)));
     }
-    bool delivered = false;
+    // A resumable stream has retried already.
+    *delivered = options.resume;
     if (options.on_gap) {
       attempt.on_gap = [&](const v1::Gap& gap) {
-        delivered = true;  // a retry would report it again
+        *delivered = true;
         options.on_gap(gap);
       };
     }
     std::unique_ptr<ReadStream> stream = OpenRead(attempt);
     v1::Entry entry;
     while (stream->Next(&entry)) {
-      delivered = true;
+      *delivered = true;
       if (!on_entry(entry)) return absl::OkStatus();  // the stream's destructor cancels it
     }
-    const absl::Status status = stream->status();
-    // A resumable stream has retried already; one that delivered would deliver it again.
-    if (delivered || options.resume) return status;
+    return stream->status();
+  });
+}
+
+absl::Status Client::ReplayWithRetries(
+    bool has_deadline, system_clock::time_point deadline,
+    const std::function<absl::Status(bool* delivered)>& attempt) {
+  for (int retry = 0;; ++retry) {
+    bool delivered = false;
+    const absl::Status status = attempt(&delivered);
+    if (delivered) return status;  // a retry would deliver it again
     const auto wait = retry_.Next(RetryPolicy::Kind::kRead, status.code(), retry,
                                   has_deadline ? deadline : system_clock::time_point::max());
     if (!wait) return status;
@@ -504,13 +513,12 @@ absl::Status Client::ReadMany(const ReadManyOptions& options,
   }
   const bool has_deadline = options.timeout.count() != 0 || !options.follow;
   const system_clock::time_point deadline = Deadline(options.timeout);
-  for (int retry = 0;; ++retry) {
+  return ReplayWithRetries(has_deadline, deadline, [&](bool* delivered) {
     grpc::ClientContext ctx;
     Prepare(ctx);
     if (has_deadline) ctx.set_deadline(deadline);
     auto reader = stub_->ReadMany(&ctx, request);
     v1::ReadResponse batch;
-    bool delivered = false;
     bool stopped = false;
     while (!stopped && reader->Read(&batch)) {
       for (v1::Entry& entry : *batch.mutable_entries()) {
@@ -521,7 +529,7 @@ absl::Status Client::ReadMany(const ReadManyOptions& options,
             return s;
           }
         }
-        delivered = true;
+        *delivered = true;
         if (!on_entry(entry)) {
           stopped = true;
           break;
@@ -529,13 +537,13 @@ absl::Status Client::ReadMany(const ReadManyOptions& options,
       }
       if (!stopped && options.on_gap) {
         for (const v1::Gap& gap : batch.gaps()) {
-          delivered = true;
+          *delivered = true;
           options.on_gap(gap);
         }
       }
       for (const v1::ReadEnd& end : batch.ends()) {
         if (stopped) break;
-        delivered = true;
+        *delivered = true;
         if (!on_end(end)) stopped = true;
       }
     }
@@ -544,13 +552,8 @@ absl::Status Client::ReadMany(const ReadManyOptions& options,
       reader->Finish();
       return absl::OkStatus();
     }
-    const absl::Status status = FromGrpcStatus(reader->Finish());
-    if (delivered) return status;  // a retry would deliver it again
-    const auto wait = retry_.Next(RetryPolicy::Kind::kRead, status.code(), retry,
-                                  has_deadline ? deadline : system_clock::time_point::max());
-    if (!wait) return status;
-    std::this_thread::sleep_for(*wait);
-  }
+    return FromGrpcStatus(reader->Finish());
+  });
 }
 
 absl::StatusOr<std::vector<v1::Entry>> Client::ReadAll(uint64_t namespace_id,

@@ -311,6 +311,10 @@ class Client {
   // other than UNAVAILABLE, runs out of retries, or the deadline is near.
   absl::Status WithRetries(std::chrono::system_clock::time_point deadline,
                            const std::function<grpc::Status(grpc::ClientContext&)>& attempt);
+  // Runs a read's `attempt` again on a retryable failure (RetryPolicy's read rule) as long as
+  // it delivered nothing: entries, gaps or ends. `attempt` sets *delivered when it did.
+  absl::Status ReplayWithRetries(bool has_deadline, std::chrono::system_clock::time_point deadline,
+                                 const std::function<absl::Status(bool* delivered)>& attempt);
   // Gives the request this client's writer id, and its entries sequences and epochs.
   void Stamp(v1::AppendRequest* request);
   // The deadline of one Append attempt within the call's `deadline`.
