@@ -5,13 +5,6 @@
 
 namespace wal {
 
-int MillisLeft(Clock::time_point deadline, int cap) {
-  if (deadline == Clock::time_point::max()) return cap;
-  const int64_t left =
-      std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-  return static_cast<int>(std::clamp<int64_t>(left, 0, cap));
-}
-
 Clock::time_point AnswerBy(Clock::time_point deadline) {
   using std::chrono::milliseconds;
   if (deadline == Clock::time_point::max()) return deadline;

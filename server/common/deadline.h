@@ -1,6 +1,7 @@
 // Deadlines as every layer handles them: absolute steady-clock time points, time_point::max()
 // for none. A gRPC call's deadline becomes one at the edge (rpc/), travels down unchanged, and
-// becomes a librdkafka timeout in milliseconds only at the call into librdkafka (MillisLeft).
+// becomes a librdkafka timeout in milliseconds only at the call into librdkafka (kafka/client.h,
+// TimeoutMs).
 #pragma once
 
 #include <chrono>
@@ -12,10 +13,6 @@ using Clock = std::chrono::steady_clock;
 // How long a bounded wait on Kafka may take when nothing else bounds it: a metadata round trip,
 // a watermark query, a topic lookup. Every caller's own deadline still comes first.
 inline constexpr std::chrono::milliseconds kKafkaRequestTimeout{10000};
-
-// Milliseconds from now until `deadline`, clamped to [0, cap]; `cap` for no deadline.
-int MillisLeft(Clock::time_point deadline,
-               int cap = static_cast<int>(kKafkaRequestTimeout.count()));
 
 // When to give up on work for a caller whose deadline is `deadline`: a tenth of the time left
 // before it (10 ms to 500 ms), so the caller hears why instead of timing out blind.

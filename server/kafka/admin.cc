@@ -11,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "server/common/deadline.h"
+#include "server/kafka/client.h"
 #include "server/kafka/errors.h"
 #include "spdlog/spdlog.h"
 
@@ -28,18 +29,6 @@ struct EventDeleter {
   void operator()(rd_kafka_event_t* e) const { rd_kafka_event_destroy(e); }
 };
 using EventPtr = std::unique_ptr<rd_kafka_event_t, EventDeleter>;
-
-// A caller's deadline, none (max()) bounded by kKafkaRequestTimeout: nothing here waits on Kafka
-// without end.
-Clock::time_point Bounded(Clock::time_point deadline) {
-  return deadline == Clock::time_point::max() ? Clock::now() + kKafkaRequestTimeout : deadline;
-}
-
-// librdkafka's timeout for a wait until `deadline`: at least 1 ms (0 would not wait at all), at
-// most an hour (so that the slack added to a wait below cannot overflow).
-int TimeoutMs(Clock::time_point deadline) {
-  return std::max(1, MillisLeft(Bounded(deadline), 3600 * 1000));
-}
 
 // Runs one admin request and waits for its result event. `request_error`, when given, gets the
 // error of the request as a whole.
@@ -247,8 +236,10 @@ void CancelWatermarkQueries() { ++cancellations; }
 
 uint64_t WatermarkQueryCancellations() { return cancellations.load(); }
 
-absl::StatusOr<Watermarks> QueryWatermarks(rd_kafka_t* rk, const std::string& topic,
-                                           int32_t partition, Clock::time_point deadline) {
+absl::StatusOr<Watermarks> QueryWatermarks(rd_kafka_t* rk, const Slot& slot,
+                                           Clock::time_point deadline) {
+  const std::string& topic = slot.topic;
+  const int32_t partition = slot.partition;
   return QueryOffsets<Watermarks>(
       rk, topic, partition, deadline, "querying the end of", [&](int timeout, Watermarks* marks) {
         return rd_kafka_query_watermark_offsets(rk, topic.c_str(), partition, &marks->low,
@@ -256,8 +247,10 @@ absl::StatusOr<Watermarks> QueryWatermarks(rd_kafka_t* rk, const std::string& to
       });
 }
 
-absl::StatusOr<int64_t> OffsetForTime(rd_kafka_t* rk, const std::string& topic, int32_t partition,
-                                      int64_t time_ms, Clock::time_point deadline) {
+absl::StatusOr<int64_t> OffsetForTime(rd_kafka_t* rk, const Slot& slot, int64_t time_ms,
+                                      Clock::time_point deadline) {
+  const std::string& topic = slot.topic;
+  const int32_t partition = slot.partition;
   return QueryOffsets<int64_t>(
       rk, topic, partition, deadline, "looking up a time in", [&](int timeout, int64_t* offset) {
         rd_kafka_topic_partition_list_t* list = rd_kafka_topic_partition_list_new(1);
@@ -379,9 +372,10 @@ absl::Status RefusalStatus(const absl::Status& status) {
 
 }  // namespace
 
-absl::StatusOr<int64_t> DeleteRecordsBefore(rd_kafka_t* rk, const std::string& topic,
-                                            int32_t partition, int64_t before,
+absl::StatusOr<int64_t> DeleteRecordsBefore(rd_kafka_t* rk, const Slot& slot, int64_t before,
                                             Clock::time_point deadline) {
+  const std::string& topic = slot.topic;
+  const int32_t partition = slot.partition;
   rd_kafka_topic_partition_list_t* offsets = rd_kafka_topic_partition_list_new(1);
   rd_kafka_topic_partition_list_add(offsets, topic.c_str(), partition)->offset = before;
   rd_kafka_DeleteRecords_t* request = rd_kafka_DeleteRecords_new(offsets);

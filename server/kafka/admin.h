@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "server/common/deadline.h"
+#include "server/common/slot.h"
 
 namespace wal {
 
@@ -29,18 +30,17 @@ uint64_t WatermarkQueryCancellations();
 //
 // The partition's watermarks (Kafka's ListOffsets, earliest and latest; the high one as a
 // read_committed consumer sees it); errors that a retry may cure are retried while time is left.
-absl::StatusOr<Watermarks> QueryWatermarks(rd_kafka_t* rk, const std::string& topic,
-                                           int32_t partition, Clock::time_point deadline);
+absl::StatusOr<Watermarks> QueryWatermarks(rd_kafka_t* rk, const Slot& slot,
+                                           Clock::time_point deadline);
 // The first offset of the partition whose record timestamp is at or after `time_ms` (Kafka's
 // offsets-for-times), or -1 when no record is that recent. Bounded like QueryWatermarks.
-absl::StatusOr<int64_t> OffsetForTime(rd_kafka_t* rk, const std::string& topic, int32_t partition,
-                                      int64_t time_ms, Clock::time_point deadline);
+absl::StatusOr<int64_t> OffsetForTime(rd_kafka_t* rk, const Slot& slot, int64_t time_ms,
+                                      Clock::time_point deadline);
 
 // Deletes the records of a partition below `before` (Kafka's DeleteRecords); returns the new
 // low watermark. FAILED_PRECONDITION when the cluster refuses the call for good (a policy such
 // as cleanup.policy=compact, an ACL, a Kafka without it).
-absl::StatusOr<int64_t> DeleteRecordsBefore(rd_kafka_t* rk, const std::string& topic,
-                                            int32_t partition, int64_t before,
+absl::StatusOr<int64_t> DeleteRecordsBefore(rd_kafka_t* rk, const Slot& slot, int64_t before,
                                             Clock::time_point deadline);
 
 struct TopicSpec {

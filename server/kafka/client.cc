@@ -1,5 +1,9 @@
 #include "server/kafka/client.h"
 
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+
 #include "absl/strings/str_cat.h"
 #include "spdlog/spdlog.h"
 
@@ -40,6 +44,18 @@ absl::StatusOr<KafkaHandle> NewKafkaClient(rd_kafka_type_t type, const KafkaProp
     return absl::InvalidArgumentError(absl::StrCat("creating a Kafka client: ", errstr));
   }
   return KafkaHandle(rk);
+}
+
+Clock::time_point Bounded(Clock::time_point deadline) {
+  return deadline == Clock::time_point::max() ? Clock::now() + kKafkaRequestTimeout : deadline;
+}
+
+int TimeoutMs(Clock::time_point deadline) {
+  constexpr int64_t kHourMs = 3600 * 1000;
+  const int64_t left =
+      std::chrono::duration_cast<std::chrono::milliseconds>(Bounded(deadline) - Clock::now())
+          .count();
+  return static_cast<int>(std::clamp<int64_t>(left, 1, kHourMs));
 }
 
 }  // namespace wal

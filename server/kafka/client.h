@@ -11,6 +11,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "server/common/deadline.h"
 
 namespace wal {
 
@@ -26,6 +27,15 @@ using KafkaProperties = std::map<std::string, std::string>;
 // The librdkafka this process runs, as rd_kafka_version_str() reports it (e.g. "2.12.1"): the
 // shared library loaded, which may differ from the headers walserver was built with.
 std::string LibrdkafkaVersion();
+
+// A caller's deadline, none (max()) bounded by kKafkaRequestTimeout: nothing in kafka/ waits on
+// Kafka without end.
+Clock::time_point Bounded(Clock::time_point deadline);
+
+// librdkafka's timeout for a wait until `deadline` (Bounded): at least 1 ms (0 would not wait at
+// all), at most an hour (so that slack added to a wait cannot overflow). The one place a
+// deadline becomes a timeout; used only inside kafka/.
+int TimeoutMs(Clock::time_point deadline);
 
 // Creates a client of `type` with `properties`; `customize` may add callbacks to the conf.
 absl::StatusOr<KafkaHandle> NewKafkaClient(

@@ -48,8 +48,7 @@ absl::Status Producer::Prepare(const std::vector<std::string>& topics, Clock::ti
     rd_kafka_topic_t* rkt = rd_kafka_topic_new(rk_.get(), topic.c_str(), nullptr);
     topics_[topic] = rkt;
     const rd_kafka_metadata_t* md = nullptr;
-    rd_kafka_resp_err_t err =
-        rd_kafka_metadata(rk_.get(), 0, rkt, &md, std::max(1, MillisLeft(deadline, 1 << 30)));
+    rd_kafka_resp_err_t err = rd_kafka_metadata(rk_.get(), 0, rkt, &md, TimeoutMs(deadline));
     if (err) return KafkaErrorToStatus(err, absl::StrCat("looking up topic ", topic));
     rd_kafka_metadata_destroy(md);
   }

@@ -9,7 +9,7 @@ namespace wal {
 
 SlotEnds::SlotEnds(rd_kafka_t* kafka)
     : query_([kafka](const Slot& slot, Clock::time_point deadline) -> absl::StatusOr<int64_t> {
-        auto marks = QueryWatermarks(kafka, slot.topic, slot.partition, deadline);
+        auto marks = QueryWatermarks(kafka, slot, deadline);
         if (!marks.ok()) return marks.status();
         return marks->high;
       }),

@@ -108,8 +108,8 @@ void EntryReader::ScanEnded(SlotScan* scan) {
 }
 
 absl::StatusOr<int64_t> EntryReader::LowWatermark(const Slot& slot, Clock::time_point deadline) {
-  auto marks = QueryWatermarks(meta_->watermarks_client(), slot.topic, slot.partition,
-                               Within(deadline, kKafkaRequestTimeout));
+  auto marks =
+      QueryWatermarks(meta_->watermarks_client(), slot, Within(deadline, kKafkaRequestTimeout));
   if (!marks.ok()) return marks.status();
   return marks->low;
 }
@@ -149,9 +149,8 @@ absl::StatusOr<std::shared_ptr<ReadMember>> EntryReader::MakeMember(
   // The end of the log as seen now bounds a read without follow.
   auto known = marks_of->find(ns->slot);
   if (known == marks_of->end()) {
-    absl::StatusOr<Watermarks> marks =
-        QueryWatermarks(meta_->watermarks_client(), ns->slot.topic, ns->slot.partition,
-                        Within(stop_at, kKafkaRequestTimeout));
+    absl::StatusOr<Watermarks> marks = QueryWatermarks(meta_->watermarks_client(), ns->slot,
+                                                       Within(stop_at, kKafkaRequestTimeout));
     if (!marks.ok()) return marks.status();
     known = marks_of->emplace(ns->slot, *marks).first;
   }
@@ -169,8 +168,8 @@ absl::StatusOr<std::shared_ptr<ReadMember>> EntryReader::MakeMember(
     // time at or after start_time_ms, and an entry's record is timed after it was encoded. The
     // member then starts at the first entry encoded at or after that time.
     absl::StatusOr<int64_t> at =
-        OffsetForTime(meta_->watermarks_client(), ns->slot.topic, ns->slot.partition,
-                      params.start_time_ms, Within(stop_at, kKafkaRequestTimeout));
+        OffsetForTime(meta_->watermarks_client(), ns->slot, params.start_time_ms,
+                      Within(stop_at, kKafkaRequestTimeout));
     if (!at.ok()) return at.status();
     start = *at < 0 ? end : std::clamp(*at, first, end);
     // Kafka answers only from the records still there: at the low watermark the time may lie

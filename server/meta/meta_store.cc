@@ -94,7 +94,7 @@ absl::StatusOr<std::unique_ptr<MetaStore>> MetaStore::Open(const KafkaProperties
   // Where the topic ends now: the table is complete once the tail has read this far.
   absl::StatusOr<Watermarks> end;
   do {
-    end = QueryWatermarks(store->consumer_->handle(), store->options_.topic, 0,
+    end = QueryWatermarks(store->consumer_->handle(), Slot{store->options_.topic, 0},
                           Within(deadline, std::chrono::seconds(5)));
   } while (!end.ok() && Clock::now() < deadline);
   if (!end.ok()) return end.status();
@@ -562,7 +562,7 @@ absl::StatusOr<NamespaceState> MetaStore::RecordFence(uint64_t namespace_id, Fen
 }
 
 absl::Status MetaStore::CatchUp(Clock::time_point deadline) {
-  auto end = QueryWatermarks(watermarks_client_.get(), options_.topic, 0,
+  auto end = QueryWatermarks(watermarks_client_.get(), Slot{options_.topic, 0},
                              Within(deadline, kKafkaRequestTimeout));
   if (!end.ok()) return end.status();
   return WaitApplied(end->high - 1, deadline);

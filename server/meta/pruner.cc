@@ -71,7 +71,7 @@ absl::Status Pruner::RunOnce() {
   absl::Status first_error;
   for (size_t i = 0; i < slots_.size(); ++i) {
     if (absl::Status s = give_up(); !s.ok()) return s;
-    auto m = QueryWatermarks(admin_, slots_[i].topic, slots_[i].partition, step_deadline());
+    auto m = QueryWatermarks(admin_, slots_[i], step_deadline());
     if (m.ok()) {
       marks[i] = *m;
     } else if (first_error.ok()) {
@@ -100,7 +100,7 @@ absl::Status Pruner::RunOnce() {
     // Also finishes a deletion an earlier round recorded but did not complete.
     point = meta_->PrunedBefore(slot);
     if (point <= marks[i]->low) continue;
-    auto low = DeleteRecordsBefore(admin_, slot.topic, slot.partition, point, step_deadline());
+    auto low = DeleteRecordsBefore(admin_, slot, point, step_deadline());
     if (!low.ok() && absl::IsFailedPrecondition(low.status())) {
       ++metrics_->prune_refusals;
       if (mode_ == PruneMode::kAuto) {

@@ -89,8 +89,7 @@ class Core : public ::testing::Test {
     auto created = meta_->Create(
         ns,
         [this](const Slot& slot) -> absl::StatusOr<int64_t> {
-          auto marks = QueryWatermarks(core_->admin(), slot.topic, slot.partition,
-                                       Clock::now() + seconds(10));
+          auto marks = QueryWatermarks(core_->admin(), slot, Clock::now() + seconds(10));
           if (!marks.ok()) return marks.status();
           return marks->high;
         },

@@ -78,8 +78,7 @@ TEST_F(Core, ManyCreationsAtOnceShareEndQueriesAndNeverStartEarly) {
   for (int i = 0; i < kCreations; ++i) {
     creators.emplace_back([&, i] {
       for (const Slot& slot : slots()) {
-        auto marks = QueryWatermarks(core_->admin(), slot.topic, slot.partition,
-                                     Clock::now() + std::chrono::seconds(10));
+        auto marks = QueryWatermarks(core_->admin(), slot, Clock::now() + std::chrono::seconds(10));
         if (!marks.ok()) failures[i] = marks.status();
         if (marks.ok()) ends_before[i][slot] = marks->high;
       }

@@ -49,8 +49,8 @@ class PruningTest : public KafkaProcessFixture {
     ids_ = *ids;
   }
   Watermarks Marks() {
-    auto marks =
-        QueryWatermarks(admin_.get(), prefix_ + "_0", 0, Clock::now() + std::chrono::seconds(10));
+    auto marks = QueryWatermarks(admin_.get(), Slot{prefix_ + "_0", 0},
+                                 Clock::now() + std::chrono::seconds(10));
     EXPECT_TRUE(marks.ok()) << marks.status();
     return marks.ok() ? *marks : Watermarks{};
   }
@@ -174,7 +174,7 @@ TEST_F(PruningTest, RecordsKafkaLostAreDataLossNeverSilence) {
   ASSERT_NO_FATAL_FAILURE(StartWithTenEntries("loser"));
   // Kafka deletes records by itself (as retention set on the topic by hand would): walserver
   // never pruned there, so it must say so.
-  auto low = DeleteRecordsBefore(admin_.get(), prefix_ + "_0", 0, ids_[5],
+  auto low = DeleteRecordsBefore(admin_.get(), Slot{prefix_ + "_0", 0}, ids_[5],
                                  Clock::now() + std::chrono::seconds(30));
   ASSERT_TRUE(low.ok()) << low.status();
   auto read = client_->ReadAll(1);

@@ -170,7 +170,7 @@ absl::StatusOr<std::vector<RawRecord>> ReadSlotRaw(const std::string& bootstrap,
                                                    const std::string& topic, int32_t partition) {
   auto consumer = Consumer::Create({{"bootstrap.servers", bootstrap}}, "test-raw-reader");
   if (!consumer.ok()) return consumer.status();
-  auto marks = QueryWatermarks((*consumer)->handle(), topic, partition,
+  auto marks = QueryWatermarks((*consumer)->handle(), Slot{topic, partition},
                                Clock::now() + std::chrono::seconds(10));
   if (!marks.ok()) return marks.status();
   std::vector<RawRecord> out;
