@@ -15,6 +15,7 @@ using std::chrono::milliseconds;
 using std::chrono::seconds;
 
 // Bad input over every RPC: the right code, a message that names the problem, nothing written.
+// Over 80 lines on purpose: a table of cases, a few lines each, one RPC after another.
 TEST_F(ContractTest, BadInputGetsTheRightCodeAndWritesNothing) {
   constexpr uint64_t kMax = UINT64_MAX;
   Create(1);

@@ -65,6 +65,7 @@ std::vector<std::string> DataOf(const std::vector<v1::Entry>& entries) {
   return out;
 }
 
+// Over 80 lines on purpose: one migration, told step by step in the order it happens.
 TEST_F(FencingTest, RegionMigratesBetweenDatanodesWithoutLossOrDuplicates) {
   auto server_a = StartServer("datanode-a");
   auto server_b = StartServer("datanode-b");
@@ -178,6 +179,8 @@ struct Attempt {
   uint64_t id = 0;  // when acked
 };
 
+// Over 80 lines on purpose: one random schedule and its check against the raw slots read
+// best top to bottom.
 TEST_F(FencingTest, RandomSchedulesKeepEveryAcknowledgedEntryExactlyOnce) {
   const char* seconds_env = std::getenv("WAL_FENCING_SECONDS");
   const int run_seconds = seconds_env ? std::atoi(seconds_env) : 30;

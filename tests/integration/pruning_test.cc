@@ -67,6 +67,8 @@ struct Model {
   bool deleted = false;
 };
 
+// Over 80 lines on purpose: random operations and their check against the model read best
+// top to bottom.
 TEST_F(PruningTest, RandomOperationsNeverPruneAnEntryThatWasNotTruncated) {
   std::vector<std::unique_ptr<ServerProcess>> servers;
   servers.push_back(StartServer("pruner-0", 300));

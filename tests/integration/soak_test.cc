@@ -97,6 +97,8 @@ void Follow(const std::string& address, uint64_t ns, bool stall, uint32_t seed,
   }
 }
 
+// Over 80 lines on purpose: one soak (its load, its crashes, then the check of everything
+// acknowledged) reads best top to bottom.
 TEST(SoakTest, StallingReadersFollowersAndCrashesInsideSplitEntries) {
   const std::string brokers = TestBrokers();
   ASSERT_FALSE(brokers.empty()) << kNoKafka;

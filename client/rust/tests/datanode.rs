@@ -420,6 +420,7 @@ fn sidecar_args(socket: &std::path::Path) -> Vec<String> {
     ]
 }
 
+// Over 80 lines on purpose: one datanode's life (open, write, crash, replay, migrate) in order.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_datanode_of_1000_regions_through_crashes_and_a_migration() {
     let dir = std::env::temp_dir().join(common::unique_prefix("datanode"));

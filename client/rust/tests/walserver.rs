@@ -83,6 +83,7 @@ async fn append_and_read_round_trip() {
     assert!(client.list_namespaces().await.unwrap().is_empty());
 }
 
+// Over 80 lines on purpose: the cases of one batch across namespaces, one after another.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batches_of_several_namespaces() {
     let server = Walserver::start("batches", &[]);
@@ -442,6 +443,7 @@ fn server_check(call: &str, code: Code, took: Duration) {
     );
 }
 
+// Over 80 lines on purpose: one stalled read and the others beside it, in the order it happens.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stalled_read_blocks_no_one_and_is_cancelled_when_dropped() {
     let server = Walserver::start("stalled", &[]);
