@@ -32,7 +32,8 @@ class WalCore {
   // Fails every call still waiting on Kafka (shutdown, once the grace period is over).
   void FailPending();
   // Closes the reader, the writer, the namespace table and the Kafka clients, in that order.
-  // The metrics stay readable; nothing else may be used after.
+  // The metrics' counters stay readable; nothing else may be used after (nor Metrics::Render:
+  // the collectors WalServer added point into what was closed).
   void Close();
 
   // Settings common to every Kafka client, the operator's --kafka.* included.

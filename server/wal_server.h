@@ -62,7 +62,7 @@ class WalServer {
   // the check for a live listener, so that of two servers starting on one socket at the same
   // moment one is refused (the check and the bind are two steps).
   std::vector<int> unix_socket_locks_;
-  std::unique_ptr<WalCore> core_;  // closed by Shutdown, but its metrics stay readable
+  std::unique_ptr<WalCore> core_;  // closed by Shutdown; its metrics' counters stay readable
   std::unique_ptr<WalServiceImpl> service_;
   std::unique_ptr<HealthService> health_;
   std::unique_ptr<grpc::Server> server_;

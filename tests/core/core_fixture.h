@@ -41,12 +41,17 @@ class Core : public ::testing::Test {
 
   static constexpr int kPartitions = 2;
 
-  void SetUp() override { StartCore(ReaderOptions().read_queue_bytes); }
+  void SetUp() override { ASSERT_NO_FATAL_FAILURE(StartCore(ReaderOptions().read_queue_bytes)); }
   void TearDown() override { core_.reset(); }
 
   // (Re)starts the core on topics of its own, with a reader whose queue holds
   // `read_queue_bytes` and whose largest entry is `max_entry_bytes` (0: walserver's default).
+  // Call it as ASSERT_NO_FATAL_FAILURE(StartCore(...)): a core that does not start leaves the
+  // test with none.
   void StartCore(size_t read_queue_bytes, uint64_t max_entry_bytes = 0) {
+    meta_ = nullptr;
+    writer_ = nullptr;
+    reader_ = nullptr;
     core_.reset();
     ServerOptions o;
 #ifdef WAL_TEST_REAL_KAFKA

@@ -64,7 +64,7 @@ TEST_F(Core, AReadJoiningBehindARunningScanGetsEveryEntryOnce) {
 // detached from the shared scan once its queue is full, and carries on by itself (from where it
 // stood, nothing lost or repeated) once its client pulls again.
 TEST_F(Core, AStalledReadDoesNotHoldUpTheOtherReadsOfItsSlot) {
-  StartCore(64 << 10);  // a client 64 KiB behind leaves its scan
+  ASSERT_NO_FATAL_FAILURE(StartCore(64 << 10));  // a client 64 KiB behind leaves its scan
   const auto [a, b] = TwoInOneSlot(1);
   ASSERT_NE(a, 0u);
   const Slot slot = meta_->Get(a)->slot;
@@ -78,7 +78,7 @@ TEST_F(Core, AStalledReadDoesNotHoldUpTheOtherReadsOfItsSlot) {
   auto b_ids = Append({AppendItem{slot, b, "b", EntryStamp{0, 2, 1}}});
   ASSERT_TRUE(b_ids.ok()) << b_ids.status();
 
-  // A follow read of `a` that takes its first batch and then stalls.
+  // A follow read of `a` whose client stalls at its first batch.
   auto stalled = std::make_shared<RecordingSink>();
   stalled->Stall(true);
   ReadParams params;
@@ -186,7 +186,7 @@ TEST_F(Core, AReadThatNeverPullsAgainEndsWhenItsStreamIsCancelled) {
 // that behind it. It ends with UNAVAILABLE naming the entry to read again from, having
 // delivered everything before it, and lost nothing.
 TEST_F(Core, AReadHoldsBackABoundedAmountBehindAnIncompleteEntry) {
-  StartCore(ReaderOptions().read_queue_bytes, /*max_entry_bytes=*/8192);
+  ASSERT_NO_FATAL_FAILURE(StartCore(ReaderOptions().read_queue_bytes, /*max_entry_bytes=*/8192));
   auto state = Create(1);
   ASSERT_TRUE(state.ok()) << state.status();
   ASSERT_TRUE(Append({AppendItem{state->slot, 1, "before", EntryStamp{0, 1, 1}}}).ok());

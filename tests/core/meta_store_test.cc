@@ -154,9 +154,11 @@ TEST_F(Core, ARecordFromAStaleViewAfterADeleteIsFollowedByTheDeletionAgain) {
     kinds = KindsOf(properties(), meta_topic(), 1);
   } while (kinds.size() < 4 && Clock::now() < give_up);
   ASSERT_EQ(kinds.size(), 4u) << "the deletion was not restated";
-  // Nothing more may follow: a store whose table holds a stale latest record writes the
-  // restatement before its Open returns, and a second store reads the same four records into
-  // the same table as the first one did.
+  // Nothing more may follow. The first store would write more only if applying the restated
+  // DELETE left the namespace's latest record stale (NamespaceTable::Apply). A second store
+  // applies the same four records with the same code, and before its Open returns it restates
+  // every namespace whose latest record is stale: so if the table were left stale, a fifth
+  // record would be there now.
   auto second = MetaStore::Open(properties(), slots(), {meta_topic(), "core-test-2", seconds(60)});
   ASSERT_TRUE(second.ok()) << second.status();
   kinds = KindsOf(properties(), meta_topic(), 1);

@@ -35,7 +35,8 @@ class RecordingSink final : public ReadSink {
   void Stall(bool stalled);
   // Waits until a Send is blocked by the stall: the read has a batch its client does not take.
   bool WaitStalled(Clock::duration timeout);
-  // What gRPC does when the stream ends (OnCancel): a blocked Send returns false.
+  // What gRPC does when the stream ends (OnCancel): Send returns false from now on (a batch it
+  // was given is still recorded).
   void Cancel();
 
   // Waits until the read holds `count` entries; false if it finished or timed out first.
