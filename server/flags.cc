@@ -53,6 +53,9 @@ ABSL_FLAG(int, slow_append_ms, Millis(kDefaults.slow_append),
           "their answer's way back on a stream); 0 logs none");
 ABSL_FLAG(int, max_concurrent_reads, kDefaults.max_concurrent_reads,
           "Read streams beyond this get RESOURCE_EXHAUSTED");
+ABSL_FLAG(bool, read_index, kDefaults.read_index,
+          "Reads skip the stretches of a slot that hold none of their namespaces' records, as "
+          "the slot's index (built by earlier scans) says; false: every read scans every record");
 ABSL_FLAG(int, keepalive_time_ms, Millis(kDefaults.keepalive_time),
           "Ping a client connection that sent nothing for this long (HTTP/2 keepalive); 0: never");
 ABSL_FLAG(int, keepalive_timeout_ms, Millis(kDefaults.keepalive_timeout),
@@ -126,6 +129,7 @@ absl::StatusOr<ServerOptions> ServerOptionsFromFlags(
   o.slow_append = milliseconds(absl::GetFlag(FLAGS_slow_append_ms));
   o.startup_timeout = milliseconds(absl::GetFlag(FLAGS_startup_timeout_ms));
   o.max_concurrent_reads = absl::GetFlag(FLAGS_max_concurrent_reads);
+  o.read_index = absl::GetFlag(FLAGS_read_index);
   o.keepalive_time = milliseconds(absl::GetFlag(FLAGS_keepalive_time_ms));
   o.keepalive_timeout = milliseconds(absl::GetFlag(FLAGS_keepalive_timeout_ms));
   o.prune_interval = milliseconds(absl::GetFlag(FLAGS_prune_interval_ms));

@@ -38,6 +38,7 @@ struct ServerOptions {
   std::chrono::milliseconds slow_append = ServiceOptions().slow_append;
   std::chrono::milliseconds startup_timeout = MetaOptions().startup_timeout;
   int max_concurrent_reads = static_cast<int>(ReaderOptions().max_concurrent_reads);
+  bool read_index = ReaderOptions().slot_index;
   // HTTP/2 keepalive: walserver pings a connection that sent nothing for keepalive_time and
   // closes it when the answer takes longer than keepalive_timeout, so that a client that died or
   // was cut off without a FIN frees its reads and appends. Zero: no pings from walserver. Clients

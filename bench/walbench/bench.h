@@ -51,6 +51,8 @@ struct Bench {
   Row FollowRow(const std::string& system, Latencies& latencies, int count);
   void Follow();
   void Replay();
+  // Replays through the slot index against without it (index_mode.cc).
+  void Index();
 
   // Many namespaces, and walserver's start-up with them (scale_modes.cc).
   Row SpreadLoad(wal::Client& c, pid_t pid, int n);

@@ -8,7 +8,8 @@
 
 ABSL_FLAG(std::string, brokers, "", "Kafka bootstrap servers (required)");
 ABSL_FLAG(std::string, walserver, "", "Path of the walserver binary (required)");
-ABSL_FLAG(std::string, modes, "throughput,single,latency,replay,follow,sweep,startup,compression",
+ABSL_FLAG(std::string, modes,
+          "throughput,single,latency,replay,index,follow,sweep,startup,compression",
           "Comma-separated modes to run");
 ABSL_FLAG(double, seconds, 5, "Length of each timed run");
 ABSL_FLAG(int, runs, 3, "Alternating service/direct runs per figure; the median is reported");
@@ -21,6 +22,7 @@ ABSL_FLAG(std::string, latency_loads, "0.1,0.25,0.5,0.75,0.9",
           "Open-loop rates as fractions of the measured single-entry maximum");
 ABSL_FLAG(int, replay_mib, 64, "MiB written into one slot for the replay modes");
 ABSL_FLAG(int, replay_namespaces, 100, "Namespaces in the slot for replay-all");
+ABSL_FLAG(int, index_mib, 256, "MiB written into one slot for the index mode");
 ABSL_FLAG(int, max_namespaces, 10000,
           "Largest namespace count of the sweep: 10, 100, ... up to 1000000");
 ABSL_FLAG(int, create_in_flight, 256, "CreateNamespace calls at once when the sweep creates");

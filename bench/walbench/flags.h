@@ -18,6 +18,7 @@ ABSL_DECLARE_FLAG(int, entry_bytes);
 ABSL_DECLARE_FLAG(std::string, latency_loads);
 ABSL_DECLARE_FLAG(int, replay_mib);
 ABSL_DECLARE_FLAG(int, replay_namespaces);
+ABSL_DECLARE_FLAG(int, index_mib);
 ABSL_DECLARE_FLAG(int, max_namespaces);
 ABSL_DECLARE_FLAG(int, create_in_flight);
 ABSL_DECLARE_FLAG(std::vector<std::string>, walserver_args);

@@ -17,6 +17,9 @@
 //   replay      read one namespace back; read all namespaces of one slot at once, as separate
 //               Reads and as one ReadMany; read the same bytes written as one namespace, through
 //               one stream, and with 999 empty namespaces of its slot on one ReadMany
+//   index       --index_mib MiB of one namespace in a slot, 6 entries of 20 bytes of another
+//               spread over it and a third with 1% of the bytes in 100 runs: the small ones
+//               read through the slot index (after the big one's replay) and without it
 //   follow      how late a follow read sees each entry: one entry every 20 ms from one client,
 //               a follow read on another client, of the same walserver and of a second one on
 //               the same topics; against a librdkafka
@@ -64,6 +67,7 @@ int main(int argc, char** argv) {
     absl::SetFlag(&FLAGS_runs, 1);
     absl::SetFlag(&FLAGS_replay_mib, 2);
     absl::SetFlag(&FLAGS_replay_namespaces, 5);
+    absl::SetFlag(&FLAGS_index_mib, 4);
     absl::SetFlag(&FLAGS_max_namespaces, 100);
     absl::SetFlag(&FLAGS_latency_loads, "0.5");
     absl::SetFlag(&FLAGS_codecs, "none,lz4");
@@ -77,6 +81,7 @@ int main(int argc, char** argv) {
   if (absl::StrContains(modes, "single")) bench.Single();
   if (absl::StrContains(modes, "latency")) bench.Latency();
   if (absl::StrContains(modes, "replay")) bench.Replay();
+  if (absl::StrContains(modes, "index")) bench.Index();
   if (absl::StrContains(modes, "follow")) bench.Follow();
   if (absl::StrContains(modes, "sweep")) bench.Sweep();
   if (absl::StrContains(modes, "compression")) bench.Compression();

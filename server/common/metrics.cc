@@ -44,6 +44,9 @@ constexpr Family kFamilies[] = {
     {"walserver_read_scan_detaches_total", "counter",
      "Reads taken off a shared scan because their client did not keep up (their queue was "
      "full); each carries on with a scan of its own once its client pulls again."},
+    {"walserver_read_index_skips_total", "counter",
+     "Times a scan went past records of its slot that the slot's index says none of its reads "
+     "needs; what is skipped shows as walserver_read_scanned_bytes_total not rising."},
     {"walserver_read_torn_entries_total", "counter",
      "Split entries reads gave up on because the slot showed they can never complete (their "
      "writer crashed or failed mid-entry)."},
@@ -320,6 +323,7 @@ std::string Metrics::Render() const {
   w.Sample("walserver_read_scan_rewinds_total", {}, static_cast<double>(read_scan_rewinds.load()));
   w.Sample("walserver_read_scan_detaches_total", {},
            static_cast<double>(read_scan_detaches.load()));
+  w.Sample("walserver_read_index_skips_total", {}, static_cast<double>(read_index_skips.load()));
   w.Sample("walserver_read_torn_entries_total", {}, static_cast<double>(read_torn_entries.load()));
   w.Sample("walserver_read_gaps_total", {}, static_cast<double>(read_gaps.load()));
   w.Sample("walserver_appends_fenced_total", {}, static_cast<double>(appends_fenced.load()));

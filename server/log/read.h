@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "server/common/deadline.h"
 #include "server/common/metrics.h"
+#include "server/log/slot_index.h"
 #include "wal/v1/wal.pb.h"
 
 namespace wal {
@@ -66,6 +67,12 @@ struct ReaderOptions {
   // A read from a time starts at the offset Kafka gives for that time (offsets-for-times) rather
   // than at the namespace's first entry. False on the mock cluster, which cannot answer it.
   bool offsets_for_times = true;
+  // Scans skip the stretches of a slot that the slot's index says hold no record of their reads
+  // (log/slot_index.h). Off: every scan reads every record, as before the index.
+  bool slot_index = true;
+  // A scan goes past no fewer bytes than this at once: a seek costs a fetch round trip, about
+  // what reading a MiB costs, so a namespace spread thinly over its slot is read through.
+  uint64_t index_min_skip_bytes = 1 << 20;
 };
 
 // Entry bytes all the reads of one ReadMany may have waiting for its client together, and the
@@ -82,6 +89,7 @@ struct ReadContext {
   std::function<std::optional<int64_t>(uint64_t namespace_id, int64_t incarnation)>
       truncated_before;
   Metrics* metrics = nullptr;
+  SlotIndexes slot_indexes;
   std::atomic<uint64_t> records_skipped{0};  // records not written by walserver, or undecodable
   std::atomic<bool> stopping{false};         // graceful shutdown: every read ends UNAVAILABLE
 };

@@ -31,6 +31,7 @@ bool SlotScan::TryJoin(const std::shared_ptr<ReadMember>& member) {
 void SlotScan::Run() {
   std::this_thread::sleep_for(kJoinWindow);
   absl::Status status = Scan();
+  RecordCovered();
   if (consumer_) host_->ReleaseConsumer(std::move(consumer_));
   // Whatever is left ends with the scan's error.
   std::vector<std::shared_ptr<ReadMember>> left;
@@ -55,6 +56,10 @@ absl::Status SlotScan::Scan() {
     if (rewind_to >= 0) {
       if (absl::Status s = Rewind(rewind_to); !s.ok()) return s;
       rewind_to = -1;
+    }
+    if (index_ != nullptr && next_ >= recheck_at_) {
+      if (absl::Status s = SkipAhead(); !s.ok()) return s;
+      continue;  // members may have finished
     }
     if (next_ >= max_end_) {  // every member is at its end or waits for new records
       AllIdle(false, absl::OkStatus());
@@ -89,14 +94,13 @@ absl::Status SlotScan::Start() {
   int64_t start;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    start = pending_.front()->resume_at();
-    for (auto& m : pending_) start = std::min(start, m->resume_at());
+    start = FirstNeeded(pending_);
     position_ = first_start_ = start;
   }
   auto acquired = host_->AcquireConsumer();
   if (!acquired.ok()) return acquired.status();
   consumer_ = std::move(*acquired);
-  next_ = furthest_ = start;
+  next_ = furthest_ = covered_from_ = recheck_at_ = start;
   return consumer_->Assign(slot_.topic, slot_.partition, start);
 }
 
@@ -124,13 +128,15 @@ bool SlotScan::Admit(int64_t* rewind_to) {
 
 absl::Status SlotScan::Rewind(int64_t to) {
   if (absl::Status s = consumer_->Seek(slot_.topic, slot_.partition, to); !s.ok()) return s;
-  next_ = to;
+  RecordCovered();
+  next_ = covered_from_ = recheck_at_ = to;
   ++context_->metrics->read_scan_rewinds;
   return absl::OkStatus();
 }
 
 void SlotScan::OnEndOfPartition(int64_t offset) {
   next_ = std::max(next_, offset);
+  RecordCovered();  // reads starting now find the slot indexed up to its end
   AllIdle(true, absl::OkStatus());
 }
 
@@ -190,7 +196,10 @@ absl::Status SlotScan::OnLostRecords() {
     AllIdle(false, s);
     return absl::OkStatus();
   }
+  RecordCovered();
+  if (index_ != nullptr) index_->ForgetBelow(*low);
   next_ = std::max(next_, *low);
+  covered_from_ = recheck_at_ = next_;
   // Assigned again, not sought: after an out-of-range error the partition's fetcher is stopped,
   // and a seek answers _STATE.
   return consumer_->Assign(slot_.topic, slot_.partition, next_);
@@ -214,7 +223,13 @@ void SlotScan::OnRecord(const rd_kafka_message_t& msg) {
       Reindex();
     }
   }
-  if (const std::optional<uint64_t> key = DecodeKey(msg.key, msg.key_len); !key) {
+  const std::optional<uint64_t> key = DecodeKey(msg.key, msg.key_len);
+  covered_bytes_ += msg.len;
+  if (key && index_ != nullptr) {
+    seen_.push_back(SlotIndex::Seen{*key, msg.offset});
+    if (seen_.size() >= kRecordEvery) RecordCovered();
+  }
+  if (!key) {
     ++context_->records_skipped;  // not written by walserver
   } else if (auto it = by_namespace_.find(*key); it != by_namespace_.end()) {
     const std::string_view value(static_cast<const char*>(msg.payload), msg.len);
@@ -263,6 +278,7 @@ void SlotScan::Reindex() {
     }
   }
   changed_ = false;
+  recheck_at_ = next_;  // the reads changed, and so may what the scan can skip
 }
 
 void SlotScan::AllIdle(bool at_end_of_partition, const absl::Status& status) {
@@ -349,6 +365,65 @@ void SlotScan::LoseRange(int64_t low, const absl::Status& loss) {
     if (!m->done() && m->resume_at() < low && next_ < m->end()) m->OnLost(low, loss);
   }
   changed_ = true;
+}
+
+int64_t SlotScan::FirstNeeded(const std::vector<std::shared_ptr<ReadMember>>& members) const {
+  int64_t first = std::numeric_limits<int64_t>::max();
+  for (const auto& m : members) {
+    first = std::min(first, index_ == nullptr
+                                ? m->resume_at()
+                                : index_->NextStretch(m->namespace_id(), m->resume_at()).begin);
+  }
+  return first;
+}
+
+absl::Status SlotScan::SkipAhead() {
+  int64_t target = SlotIndex::kNoEnd;
+  int64_t recheck = SlotIndex::kNoEnd;
+  for (const auto& m : members_) {
+    if (m->done()) continue;
+    const SlotIndex::Stretch stretch = index_->NextStretch(m->namespace_id(), next_);
+    target = std::min(target, stretch.begin);
+    recheck = std::min(recheck, stretch.end);
+  }
+  const int64_t min_skip =
+      std::max(kMinSkip, index_->OffsetsHolding(context_->options.index_min_skip_bytes));
+  if (target == SlotIndex::kNoEnd || target - next_ < min_skip) {
+    // A member's stretch may end at the next record; with many members, looking again that
+    // often would cost more than reading a few records more.
+    const auto least = next_ + 1 + static_cast<int64_t>(members_.size()) / kMembersPerRecheck;
+    recheck_at_ = std::clamp(recheck, least, std::max(least, next_ + kMaxRecheck));
+    return absl::OkStatus();
+  }
+  {
+    // A read joining from now on must find the scan past its start, or make it go back: none
+    // may join in between and miss the records skipped.
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!pending_.empty() || !rewinding_.empty()) return absl::OkStatus();  // admitted first
+    position_ = target;
+  }
+  if (absl::Status s = consumer_->Seek(slot_.topic, slot_.partition, target); !s.ok()) return s;
+  // What lies between is indexed already: the scan's cover goes on unbroken.
+  RecordCovered();
+  next_ = covered_from_ = recheck_at_ = target;
+  furthest_ = std::max(furthest_, next_);
+  ++context_->metrics->read_index_skips;
+  // Members whose range ended in the stretch skipped finish now.
+  if (next_ >= min_end_) {
+    for (auto& m : members_) {
+      if (next_ >= m->end()) m->OnIdle(next_, false, absl::OkStatus());
+    }
+    changed_ = true;
+  }
+  return absl::OkStatus();
+}
+
+void SlotScan::RecordCovered() {
+  if (index_ == nullptr) return;
+  index_->Record(covered_from_, next_, seen_, covered_bytes_);
+  seen_.clear();
+  covered_bytes_ = 0;
+  covered_from_ = next_;
 }
 
 }  // namespace wal

@@ -43,6 +43,7 @@
 #include "server/kafka/consumer.h"
 #include "server/log/read.h"
 #include "server/log/read_member.h"
+#include "server/log/slot_index.h"
 
 namespace wal {
 
@@ -69,7 +70,11 @@ class SlotScan : public std::enable_shared_from_this<SlotScan> {
   // A scan that is not `shared` serves the one read that joins it: it waits a while for that
   // read's client before it detaches it (nobody else is held up).
   SlotScan(ScanHost* host, ReadContext* context, Slot slot, bool shared)
-      : host_(host), context_(context), slot_(std::move(slot)), shared_(shared) {}
+      : host_(host),
+        context_(context),
+        slot_(std::move(slot)),
+        shared_(shared),
+        index_(context->options.slot_index ? &context->slot_indexes.Of(slot_) : nullptr) {}
 
   // False when the scan is ending, or has passed `member`'s start too far to go back for it.
   bool TryJoin(const std::shared_ptr<ReadMember>& member);
@@ -94,6 +99,15 @@ class SlotScan : public std::enable_shared_from_this<SlotScan> {
   static constexpr auto kMemberCheckInterval = std::chrono::milliseconds(100);
   // How long a scan of its own waits for its read's client to make room (WaitForSlowClients).
   static constexpr auto kMaxWaitForRoom = std::chrono::seconds(1);
+  // The index is worth a seek (a fetch round trip) past at least this many records, and
+  // ReaderOptions::index_min_skip_bytes.
+  static constexpr int64_t kMinSkip = 32;
+  // SkipAhead costs a lookup per member: it looks again one record on per this many members,
+  // and at most kMaxRecheck records on (another scan may have indexed what lies ahead).
+  static constexpr int64_t kMembersPerRecheck = 8;
+  static constexpr int64_t kMaxRecheck = 4096;
+  // The scan tells the index what it saw at least every this many records.
+  static constexpr size_t kRecordEvery = 4096;
 
   // The steps of Scan(), each on the scan thread.
   absl::Status Scan();
@@ -136,11 +150,20 @@ class SlotScan : public std::enable_shared_from_this<SlotScan> {
   // Records [next_, low) are gone from Kafka and nobody pruned them: the members that still
   // need some of them end with `loss`; the others go on.
   void LoseRange(int64_t low, const absl::Status& loss);
+  // Where the scan should start for `members` (each from its resume_at()): the first offset
+  // where the index says one of them may have a record.
+  int64_t FirstNeeded(const std::vector<std::shared_ptr<ReadMember>>& members) const;
+  // Goes past the records the index vouches none of the members needs (a seek) when there are
+  // enough of them, and decides when to look again (recheck_at_).
+  absl::Status SkipAhead();
+  // Tells the index that the scan read every record of [covered_from_, next_).
+  void RecordCovered();
 
   ScanHost* const host_;
   ReadContext* const context_;
   const Slot slot_;
   const bool shared_;
+  SlotIndex* const index_;  // null when ReaderOptions::slot_index is off
 
   // The scan thread's.
   std::unique_ptr<Consumer> consumer_;
@@ -160,6 +183,12 @@ class SlotScan : public std::enable_shared_from_this<SlotScan> {
   // sent what they have: the next poll does not wait, and when librdkafka has nothing more at
   // hand, they send (SendUnsent).
   std::set<uint64_t> unsent_;
+  // For the index: the scan read every record from covered_from_ to next_, and seen_ are the
+  // ones walserver wrote; SkipAhead runs when next_ reaches recheck_at_.
+  int64_t covered_from_ = 0;
+  std::vector<SlotIndex::Seen> seen_;
+  uint64_t covered_bytes_ = 0;
+  int64_t recheck_at_ = 0;
 
   std::mutex mu_;
   std::vector<std::shared_ptr<ReadMember>> pending_ ABSL_GUARDED_BY(mu_);

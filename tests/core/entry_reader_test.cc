@@ -60,6 +60,48 @@ TEST_F(Core, AReadJoiningBehindARunningScanGetsEveryEntryOnce) {
   EXPECT_GE(metrics().read_scan_rewinds.load(), 1u);
 }
 
+// The slot index (server/log/slot_index.h): once a replay of a big namespace scanned its slot,
+// a read of a small namespace of the same slot fetches its own records and goes past the rest.
+TEST_F(Core, ASmallNamespaceBehindABigOneCostsOnlyItsOwnRecordsOnceTheSlotIsIndexed) {
+  const auto [small, big] = TwoInOneSlot(1);
+  ASSERT_NE(small, 0u);
+  const Slot slot = meta_->Get(small)->slot;
+  const std::string padding(1000, 'p');
+  std::vector<uint64_t> small_ids;
+  uint64_t small_bytes = 0;
+  uint64_t big_entries = 0;
+  for (uint64_t round = 1; round <= 3; ++round) {
+    auto id = Append({AppendItem{slot, small, Payload(small, round), EntryStamp{0, 1, round}}});
+    ASSERT_TRUE(id.ok()) << id.status();
+    small_ids.push_back((*id)[0]);
+    small_bytes += Payload(small, round).size();
+    if (round == 3) break;
+    for (int call = 0; call < 20; ++call) {
+      std::vector<AppendItem> items;
+      for (int i = 0; i < 100; ++i) {
+        ++big_entries;
+        items.push_back(AppendItem{slot, big, padding, EntryStamp{0, 2, big_entries}});
+      }
+      ASSERT_TRUE(Append(std::move(items)).ok());
+    }
+  }
+  auto replayed = StartRead(big)->Wait(seconds(60));
+  ASSERT_TRUE(replayed.ok()) << replayed.status();
+  ASSERT_EQ(replayed->size(), big_entries);
+
+  const uint64_t scanned_before = metrics().read_scanned_bytes.load();
+  const uint64_t skips_before = metrics().read_index_skips.load();
+  auto entries = StartRead(small)->Wait(seconds(60));
+  ASSERT_TRUE(entries.ok()) << entries.status();
+  std::vector<uint64_t> got;
+  for (const v1::Entry& e : *entries) got.push_back(e.entry_id());
+  EXPECT_EQ(got, small_ids);
+  // Its own records (five, with their headers), not the 4,000 of 1 KiB of the other namespace
+  // between them.
+  EXPECT_LE(metrics().read_scanned_bytes.load() - scanned_before, small_bytes + 5 * 100u);
+  EXPECT_EQ(metrics().read_index_skips.load() - skips_before, 2u);
+}
+
 // One read whose client stops pulling does not hold up the other reads of its slot: it is
 // detached from the shared scan once its queue is full, and carries on by itself (from where it
 // stood, nothing lost or repeated) once its client pulls again.

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <random>
 #include <string>
 #include <thread>
 #include <utility>
@@ -371,6 +372,144 @@ TEST_F(SlotScanTest, PrunedRecordsAreSkippedWithoutAnError) {
   RunScan({Read(1, 0, sink)});
   ASSERT_EQ(sink->WaitFinished(seconds(10)), absl::OkStatus());
   EXPECT_EQ(sink->data(), (std::vector<std::string>{"one 5", "one 6", "one 7", "one 8", "one 9"}));
+}
+
+// A slot as writers leave it: namespaces in bursts and trickles, entries split into records
+// that interleave with other namespaces' records, retried copies, fences of a new epoch, and
+// records walserver did not write.
+void FillSlotAtRandom(std::mt19937* random, std::vector<FakeRecord>* records) {
+  constexpr uint64_t kNamespaces = 12;
+  std::vector<std::vector<std::string>> unsent_chunks(kNamespaces + 1);
+  std::vector<uint64_t> epoch(kNamespaces + 1, 1), sequence(kNamespaces + 1, 0);
+  std::vector<std::pair<std::string, EntryStamp>> last_entry(kNamespaces + 1);
+  uint64_t nonce = 0;
+  uint64_t burst_of = 1;
+  int burst_left = 0;
+  auto pick = [&](uint64_t n) {
+    return std::uniform_int_distribution<uint64_t>(0, n - 1)(*random);
+  };
+  while (records->size() < 6000) {
+    if (burst_left == 0) {  // a namespace writes alone for a while, or all trickle together
+      burst_of = pick(kNamespaces) + 1;
+      burst_left = static_cast<int>(pick(3) == 0 ? pick(1500) : pick(20));
+    }
+    --burst_left;
+    const uint64_t ns = pick(20) == 0 ? pick(kNamespaces) + 1 : burst_of;
+    if (pick(200) == 0) {
+      records->push_back({"abc", "not a walserver record"});
+      continue;
+    }
+    std::vector<std::string>& chunks = unsent_chunks[ns];
+    if (chunks.empty()) {
+      const uint64_t what = pick(100);
+      if (what == 0) {
+        ++epoch[ns];
+        records->push_back({EncodeKey(ns), EncodeFence(epoch[ns])});
+        continue;
+      }
+      if (what < 3 && !last_entry[ns].first.empty()) {  // a retried copy of the last entry
+        const auto& [data, stamp] = last_entry[ns];
+        chunks = EncodeEntry(data, ++nonce, 64, stamp);
+      } else {
+        const std::string data =
+            "ns " + std::to_string(ns) + " entry " + std::string(pick(150), 'x');
+        const EntryStamp stamp{epoch[ns], /*writer_id=*/7, ++sequence[ns]};
+        last_entry[ns] = {data, stamp};
+        chunks = EncodeEntry(data, ++nonce, 64, stamp);
+      }
+      std::reverse(chunks.begin(), chunks.end());  // taken from the back
+    }
+    records->push_back({EncodeKey(ns), std::move(chunks.back())});
+    chunks.pop_back();
+  }
+}
+
+TEST_F(SlotScanTest, ReadsThroughTheIndexGetExactlyWhatFullScansGet) {
+  // Reads of every namespace (and of some never written) from random starts, first each alone
+  // with the index off, then in groups sharing scans with it on, as the index fills from their
+  // own scans. Any difference is a record the index hid or a skip that lost one.
+  for (const uint32_t seed : {1u, 2u, 3u}) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937 random(seed);
+    host_.records.clear();
+    // A new slot's records: what the index knew of the last one is gone.
+    context_.slot_indexes.Of(slot_).ForgetBelow(SlotIndex::kNoEnd);
+    FillSlotAtRandom(&random, &host_.records);
+    const auto size = static_cast<int64_t>(host_.records.size());
+    struct Case {
+      uint64_t ns;
+      int64_t start;
+      std::vector<uint64_t> ids;
+      std::vector<std::string> data;
+    };
+    std::vector<Case> cases;
+    for (int i = 0; i < 48; ++i) {
+      const uint64_t ns = std::uniform_int_distribution<uint64_t>(1, 14)(random);
+      const int64_t start =
+          i % 3 == 0 ? 0 : std::uniform_int_distribution<int64_t>(0, size - 1)(random);
+      cases.push_back(Case{ns, start, {}, {}});
+    }
+
+    context_.options.slot_index = false;
+    const uint64_t scanned_before = metrics_.read_scanned_bytes.load();
+    for (Case& c : cases) {
+      auto sink = std::make_shared<RecordingSink>();
+      RunScan({Read(c.ns, c.start, sink)});
+      ASSERT_EQ(sink->WaitFinished(seconds(10)), absl::OkStatus());
+      c.ids = sink->ids();
+      c.data = sink->data();
+    }
+    const uint64_t scanned_without = metrics_.read_scanned_bytes.load() - scanned_before;
+
+    context_.options.slot_index = true;
+    context_.options.index_min_skip_bytes = 0;  // skip as soon as kMinSkip records
+    const uint64_t skips_before = metrics_.read_index_skips.load();
+    for (size_t first = 0; first < cases.size(); first += 4) {
+      std::vector<std::shared_ptr<RecordingSink>> sinks;
+      std::vector<std::shared_ptr<ReadMember>> members;
+      for (size_t i = first; i < first + 4; ++i) {
+        sinks.push_back(std::make_shared<RecordingSink>());
+        members.push_back(Read(cases[i].ns, cases[i].start, sinks.back()));
+      }
+      RunScan(members);
+      for (size_t i = first; i < first + 4; ++i) {
+        const Case& c = cases[i];
+        SCOPED_TRACE("namespace " + std::to_string(c.ns) + " from " + std::to_string(c.start));
+        ASSERT_EQ(sinks[i - first]->WaitFinished(seconds(10)), absl::OkStatus());
+        EXPECT_EQ(sinks[i - first]->ids(), c.ids);
+        EXPECT_EQ(sinks[i - first]->data(), c.data);
+      }
+    }
+    const uint64_t scanned_with =
+        metrics_.read_scanned_bytes.load() - scanned_before - scanned_without;
+    // The index was used, and it saved reading: 12 groups of 4 against 48 full scans.
+    EXPECT_GT(metrics_.read_index_skips.load(), skips_before);
+    EXPECT_LT(scanned_with, scanned_without / 4);
+  }
+}
+
+TEST_F(SlotScanTest, ASmallNamespaceBehindAnotherOnesRecordsCostsOnlyItsOwnOnceIndexed) {
+  context_.options.index_min_skip_bytes = 0;  // the slot holds less than a MiB
+  std::vector<std::string> small;
+  Append(1, small.emplace_back("small 0"));
+  for (int i = 0; i < 5000; ++i) Append(2, std::string(100, 'b'));
+  Append(1, small.emplace_back("small 1"));
+  for (int i = 0; i < 5000; ++i) Append(2, std::string(100, 'b'));
+  Append(1, small.emplace_back("small 2"));
+  // A first read (the other namespace's replay) indexes the slot.
+  auto big = std::make_shared<RecordingSink>();
+  RunScan({Read(2, 0, big)});
+  ASSERT_EQ(big->WaitFinished(seconds(10)), absl::OkStatus());
+  EXPECT_EQ(big->entries().size(), 10000u);
+
+  const uint64_t scanned_before = metrics_.read_scanned_bytes.load();
+  auto sink = std::make_shared<RecordingSink>();
+  RunScan({Read(1, 0, sink)});
+  ASSERT_EQ(sink->WaitFinished(seconds(10)), absl::OkStatus());
+  EXPECT_EQ(sink->data(), small);
+  // Three records of its own, and the ones within kJoinGap of them that a run may hold.
+  EXPECT_LE(metrics_.read_scanned_bytes.load() - scanned_before, 3 * 200u);
+  EXPECT_EQ(metrics_.read_index_skips.load(), 2u) << "to its first record, then to its last";
 }
 
 }  // namespace

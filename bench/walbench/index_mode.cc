@@ -1,0 +1,109 @@
+// The index mode: replays that cost a namespace's own records, not its slot's (the slot index,
+// server/log/slot_index.h). One slot holds --index_mib MiB of one big namespace; a small one has
+// 6 entries of 20 bytes spread over it, and a third holds 1% of the slot's bytes in 100 runs.
+// Both are read, in alternating rounds, through a walserver whose index the big namespace's
+// replay filled, and through a walserver on the same topics started with --read_index=false.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "bench/walbench/bench.h"
+
+namespace walbench {
+namespace {
+
+// Seconds to read `ns` whole; `bytes` gets the entry bytes delivered.
+double TimeRead(wal::Client& c, uint64_t ns, uint64_t* bytes) {
+  *bytes = 0;
+  const auto t0 = Clock::now();
+  wal::ReadOptions read;
+  read.namespace_id = ns;
+  Must(c.Read(read,
+              [&](wal::v1::Entry& e) {
+                *bytes += e.data().size();
+                return true;
+              }),
+       "read");
+  return duration<double>(Clock::now() - t0).count();
+}
+
+}  // namespace
+
+// Over 80 lines on purpose: one experiment (lay out a slot, then alternating measured reads
+// compared in one table) reads best top to bottom.
+void Bench::Index() {
+  const std::string prefix = absl::StrCat("index", getpid());
+  const std::vector<std::string> one_slot = {"--topic_count=1", "--partitions_per_topic=1"};
+  Walserver indexed(prefix, one_slot);
+  indexed.Start();
+  std::vector<std::string> no_index_args = one_slot;
+  no_index_args.push_back("--read_index=false");
+  Walserver plain(prefix, no_index_args);
+  plain.Start();
+  auto c = Connect(indexed.address());
+  auto p = Connect(plain.address());
+  constexpr uint64_t kSmall = 1, kBig = 2, kOnePercent = 3;
+  for (uint64_t ns : {kSmall, kBig, kOnePercent}) Must(c->CreateNamespace(ns).status(), "create");
+
+  // 100 stretches; the small namespace writes before stretches 0, 20, 40, 60, 80 and after the
+  // last; the 1% namespace begins each stretch with its run.
+  const uint64_t total = static_cast<uint64_t>(absl::GetFlag(FLAGS_index_mib)) << 20;
+  const uint64_t stretch = total / 100;
+  const int batch = 64;
+  const std::string twenty_bytes(20, 's');
+  auto append = [&](uint64_t ns, uint64_t bytes) {
+    for (uint64_t put = 0; put < bytes;) {
+      wal::v1::AppendRequest request;
+      for (int i = 0; i < batch && put < bytes; ++i, put += payload.size()) {
+        auto* e = request.add_entries();
+        e->set_namespace_id(ns);
+        e->set_data(payload);
+      }
+      Must(c->Append(request).status(), "append");
+    }
+  };
+  for (int s = 0; s < 100; ++s) {
+    if (s % 20 == 0) Must(c->Append(kSmall, {twenty_bytes}).status(), "append");
+    append(kOnePercent, stretch / 100);
+    append(kBig, stretch - stretch / 100);
+  }
+  Must(c->Append(kSmall, {twenty_bytes}).status(), "append");
+  const double mb = total / 1e6;
+  const std::string parameter = absl::StrFormat("%.0f MB slot", mb);
+
+  // The big namespace's replay reads the slot and fills the index on the way.
+  uint64_t bytes = 0;
+  Row big{"index", "service big ns replay", parameter};
+  big.value = TimeRead(*c, kBig, &bytes);
+  big.mb_per_s = bytes / 1e6 / big.value;
+  Emit(big);
+
+  std::vector<double> small_indexed, small_plain, spread_indexed, spread_plain;
+  uint64_t small_bytes = 0, spread_bytes = 0;
+  for (int run = 0; run < runs; ++run) {
+    small_indexed.push_back(TimeRead(*c, kSmall, &small_bytes));
+    small_plain.push_back(TimeRead(*p, kSmall, &small_bytes));
+    spread_indexed.push_back(TimeRead(*c, kOnePercent, &spread_bytes));
+    spread_plain.push_back(TimeRead(*p, kOnePercent, &spread_bytes));
+  }
+  indexed.Stop();
+  plain.Stop();
+  auto emit = [&](const std::string& system, const std::vector<double>& times, uint64_t got) {
+    Row r{"index", system, parameter};
+    r.value = Median(times);
+    r.mb_per_s = got / 1e6 / r.value;  // entry bytes delivered per second
+    Emit(r);
+    return r.value;
+  };
+  const double si = emit("service 6 x 20 B, index", small_indexed, small_bytes);
+  const double sp = emit("service 6 x 20 B, no index", small_plain, small_bytes);
+  EmitRatio("index", "ratio 6 x 20 B index/no index", parameter, si / sp);
+  const double pi = emit("service 1% in 100 runs, index", spread_indexed, spread_bytes);
+  const double pp = emit("service 1% in 100 runs, no index", spread_plain, spread_bytes);
+  EmitRatio("index", "ratio 1% index/no index", parameter, pi / pp);
+}
+
+}  // namespace walbench

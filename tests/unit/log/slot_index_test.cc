@@ -1,0 +1,110 @@
+// What the slot index vouches for: only the stretch scans read whole, and within it every
+// record of each namespace.
+#include "server/log/slot_index.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+namespace wal {
+
+// Found by gtest where Stretch lives.
+bool operator==(const SlotIndex::Stretch& a, const SlotIndex::Stretch& b) {
+  return a.begin == b.begin && a.end == b.end;
+}
+std::ostream& operator<<(std::ostream& os, const SlotIndex::Stretch& s) {
+  return os << "[" << s.begin << ", " << s.end << ")";
+}
+
+namespace {
+
+using Stretch = SlotIndex::Stretch;
+constexpr int64_t kNoEnd = SlotIndex::kNoEnd;
+
+TEST(SlotIndex, VouchesForNothingUntilAScanReadAStretch) {
+  SlotIndex index;
+  EXPECT_EQ(index.NextStretch(1, 0), (Stretch{0, kNoEnd}));
+  EXPECT_EQ(index.NextStretch(1, 500), (Stretch{500, kNoEnd}));
+}
+
+TEST(SlotIndex, ANamespaceNeedsItsRunsAndEverythingPastTheStretch) {
+  SlotIndex index;
+  // Namespace 1 at 100..102 and 500; namespace 2 everywhere else that was written.
+  index.Record(0, 1000, {{1, 100}, {1, 101}, {1, 102}, {2, 300}, {1, 500}, {2, 900}}, 0);
+  EXPECT_EQ(index.runs(), 4u);
+  EXPECT_EQ(index.NextStretch(1, 0), (Stretch{100, 103}));
+  EXPECT_EQ(index.NextStretch(1, 101), (Stretch{101, 103}));
+  EXPECT_EQ(index.NextStretch(1, 103), (Stretch{500, 501}));
+  EXPECT_EQ(index.NextStretch(1, 501), (Stretch{1000, kNoEnd})) << "nothing more until 1000";
+  EXPECT_EQ(index.NextStretch(3, 0), (Stretch{1000, kNoEnd})) << "a namespace never seen";
+  EXPECT_EQ(index.NextStretch(3, 1000), (Stretch{1000, kNoEnd})) << "past the stretch";
+  EXPECT_EQ(index.NextStretch(3, 1500), (Stretch{1500, kNoEnd}));
+}
+
+TEST(SlotIndex, NearbyRecordsShareARun) {
+  SlotIndex index;
+  index.Record(0, 100, {{1, 10}, {1, 10 + SlotIndex::kJoinGap}, {1, 60}}, 0);
+  EXPECT_EQ(index.runs(), 2u);
+  EXPECT_EQ(index.NextStretch(1, 0), (Stretch{10, 11 + SlotIndex::kJoinGap}));
+  // Seen again, out of order (a scan that went back): nothing changes, or runs merge.
+  index.Record(0, 100, {{1, 60}, {1, 10}, {1, 40}, {1, 50}}, 0);
+  EXPECT_EQ(index.runs(), 1u);
+  EXPECT_EQ(index.NextStretch(1, 0), (Stretch{10, 61}));
+}
+
+TEST(SlotIndex, StretchesThatMeetJoinAndANewerOneApartReplacesTheOld) {
+  SlotIndex index;
+  index.Record(100, 200, {{1, 150}}, 0);
+  index.Record(200, 300, {{1, 250}}, 0);
+  index.Record(50, 100, {{2, 60}}, 0);
+  EXPECT_EQ(index.vouched_from(), 50);
+  EXPECT_EQ(index.vouched_to(), 300);
+  EXPECT_EQ(index.NextStretch(2, 50), (Stretch{60, 61}));
+  EXPECT_EQ(index.NextStretch(2, 61), (Stretch{300, kNoEnd}));
+  // Older and apart: what is known stays.
+  index.Record(0, 10, {{1, 5}}, 0);
+  EXPECT_EQ(index.vouched_from(), 50);
+  EXPECT_EQ(index.NextStretch(1, 0), (Stretch{0, kNoEnd}));
+  // Newer and apart: a gap nobody read lies between, so only the new stretch is vouched for.
+  index.Record(400, 500, {{1, 450}}, 0);
+  EXPECT_EQ(index.vouched_from(), 400);
+  EXPECT_EQ(index.NextStretch(1, 150), (Stretch{150, kNoEnd}));
+  EXPECT_EQ(index.NextStretch(1, 400), (Stretch{450, 451}));
+  EXPECT_EQ(index.runs(), 1u);
+}
+
+TEST(SlotIndex, RecordsGoneFromKafkaAreNoLongerVouchedFor) {
+  SlotIndex index;
+  index.Record(0, 100, {{1, 10}, {1, 50}, {2, 70}}, 0);
+  index.ForgetBelow(40);
+  EXPECT_EQ(index.NextStretch(1, 0), (Stretch{0, kNoEnd})) << "below what Kafka holds";
+  EXPECT_EQ(index.NextStretch(1, 40), (Stretch{50, 51}));
+  EXPECT_EQ(index.runs(), 2u);
+  index.ForgetBelow(200);
+  EXPECT_EQ(index.NextStretch(2, 70), (Stretch{70, kNoEnd}));
+  EXPECT_EQ(index.runs(), 0u);
+}
+
+TEST(SlotIndex, KnowsAboutHowManyRecordsHoldSoManyBytes) {
+  SlotIndex index;
+  EXPECT_EQ(index.OffsetsHolding(1000), 1000) << "nothing read yet: at most a byte a record";
+  index.Record(0, 100, {}, 100 * 500);
+  index.Record(100, 200, {}, 100 * 1500);
+  EXPECT_EQ(index.OffsetsHolding(1 << 20), (1 << 20) / 1000);
+}
+
+TEST(SlotIndex, TooManyRunsDropTheIndexRatherThanGrowWithoutBound) {
+  SlotIndex index;
+  std::vector<SlotIndex::Seen> seen;
+  const int64_t n = static_cast<int64_t>(SlotIndex::kMaxRuns) + 1;
+  for (int64_t i = 0; i < n; ++i) seen.push_back({static_cast<uint64_t>(i), i});
+  index.Record(0, n, seen, 0);
+  EXPECT_EQ(index.runs(), 0u);
+  EXPECT_EQ(index.NextStretch(7, 0), (Stretch{0, kNoEnd}));
+  // The next scan starts it again where the last one ended.
+  index.Record(n, n + 10, {{7, n + 5}}, 0);
+  EXPECT_EQ(index.NextStretch(7, n), (Stretch{n + 5, n + 6}));
+}
+
+}  // namespace
+}  // namespace wal
