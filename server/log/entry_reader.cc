@@ -149,9 +149,14 @@ absl::StatusOr<std::shared_ptr<ReadMember>> EntryReader::MakeMember(
   // The end of the log as seen now bounds a read without follow.
   auto known = marks_of->find(ns->slot);
   if (known == marks_of->end()) {
+    SlotIndex& index = context_.slot_indexes.Of(ns->slot);
+    const int64_t indexed_end = index.covered_end();  // before the query: ends only grow
     absl::StatusOr<Watermarks> marks = QueryWatermarks(meta_->watermarks_client(), ns->slot,
                                                        Within(stop_at, kKafkaRequestTimeout));
     if (!marks.ok()) return marks.status();
+    // The slot's index must not vouch for what is no longer there, nor for what was replaced.
+    if (marks->high < indexed_end) index.LogWentBack();
+    index.ForgetBelow(marks->low);
     known = marks_of->emplace(ns->slot, *marks).first;
   }
   const Watermarks& marks = known->second;

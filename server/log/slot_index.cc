@@ -9,22 +9,26 @@ void SlotIndex::Record(int64_t from, int64_t to, const std::vector<Seen>& seen, 
   std::lock_guard<std::mutex> lock(mu_);
   bytes_recorded_ += bytes;
   offsets_recorded_ += static_cast<uint64_t>(to - from);
-  const bool empty = from_ == to_;
-  if (!empty && (to < from_ || from > to_)) {
-    if (to <= to_) return;  // older than the stretch known, and apart from it
-    Clear(from);
+  // Joins every stretch it meets or touches.
+  Covered joined{from, to};
+  auto first = std::lower_bound(stretches_.begin(), stretches_.end(), from,
+                                [](const Covered& c, int64_t f) { return c.to < f; });
+  auto last = first;
+  while (last != stretches_.end() && last->from <= to) {
+    joined.from = std::min(joined.from, last->from);
+    joined.to = std::max(joined.to, last->to);
+    ++last;
   }
-  if (from_ == to_) {
-    from_ = from;
-    to_ = to;
-  } else {
-    from_ = std::min(from_, from);
-    to_ = std::max(to_, to);
+  stretches_.insert(stretches_.erase(first, last), joined);
+  if (stretches_.size() > kMaxStretches) {
+    stretches_.erase(std::min_element(
+        stretches_.begin(), stretches_.end(),
+        [](const Covered& a, const Covered& b) { return a.to - a.from < b.to - b.from; }));
   }
   for (const Seen& s : seen) {
     if (s.offset >= from && s.offset < to) Add(s.namespace_id, s.offset);
   }
-  if (run_count_ > kMaxRuns) Clear(to);
+  if (run_count_ > kMaxRuns) Clear();
 }
 
 void SlotIndex::Add(uint64_t namespace_id, int64_t offset) {
@@ -59,20 +63,17 @@ void SlotIndex::Add(uint64_t namespace_id, int64_t offset) {
   }
 }
 
-void SlotIndex::Clear(int64_t at) {
+void SlotIndex::Clear() {
   runs_.clear();
   run_count_ = 0;
-  from_ = to_ = at;
+  stretches_.clear();
 }
 
 void SlotIndex::ForgetBelow(int64_t low) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (low <= from_) return;
-  if (low >= to_) {
-    Clear(low);
-    return;
-  }
-  from_ = low;
+  if (stretches_.empty() || low <= stretches_.front().from) return;
+  while (!stretches_.empty() && stretches_.front().to <= low) stretches_.erase(stretches_.begin());
+  if (!stretches_.empty()) stretches_.front().from = std::max(stretches_.front().from, low);
   for (auto it = runs_.begin(); it != runs_.end();) {
     std::vector<Run>& runs = it->second;
     auto keep = std::lower_bound(runs.begin(), runs.end(), low,
@@ -84,25 +85,41 @@ void SlotIndex::ForgetBelow(int64_t low) {
   }
 }
 
+int64_t SlotIndex::covered_end() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stretches_.empty() ? 0 : stretches_.back().to;
+}
+
+void SlotIndex::LogWentBack() {
+  std::lock_guard<std::mutex> lock(mu_);
+  Clear();
+}
+
 SlotIndex::Stretch SlotIndex::NextStretch(uint64_t namespace_id, int64_t from) const {
   std::lock_guard<std::mutex> lock(mu_);
-  if (from < from_ || from >= to_) return Stretch{from, kNoEnd};
+  // The stretch holding `from`, or the next one.
+  auto covered = std::lower_bound(stretches_.begin(), stretches_.end(), from,
+                                  [](const Covered& c, int64_t f) { return c.to <= f; });
+  if (covered == stretches_.end()) return Stretch{from, kNoEnd};
+  if (from < covered->from) return Stretch{from, covered->from};
   if (auto found = runs_.find(namespace_id); found != runs_.end()) {
     const std::vector<Run>& runs = found->second;
     auto it = std::lower_bound(runs.begin(), runs.end(), from,
                                [](const Run& r, int64_t o) { return r.last < o; });
-    if (it != runs.end()) return Stretch{std::max(from, it->first), it->last + 1};
+    if (it != runs.end() && it->first < covered->to) {
+      return Stretch{std::max(from, it->first), std::min(it->last + 1, covered->to)};
+    }
   }
   // None of its records until the end of the stretch; past it, every record must be read.
-  return Stretch{to_, kNoEnd};
+  return Stretch{covered->to, kNoEnd};
 }
 
 int64_t SlotIndex::OffsetsHolding(uint64_t bytes) const {
   std::lock_guard<std::mutex> lock(mu_);
-  if (bytes_recorded_ == 0) return static_cast<int64_t>(bytes);
-  const double per_offset =
-      static_cast<double>(bytes_recorded_) / static_cast<double>(offsets_recorded_);
-  return static_cast<int64_t>(static_cast<double>(bytes) / per_offset);
+  const double per_offset = bytes_recorded_ == 0 ? 1.0
+                                                 : static_cast<double>(bytes_recorded_) /
+                                                       static_cast<double>(offsets_recorded_);
+  return static_cast<int64_t>(std::min(static_cast<double>(bytes) / per_offset, 1e15));
 }
 
 size_t SlotIndex::runs() const {
@@ -110,14 +127,9 @@ size_t SlotIndex::runs() const {
   return run_count_;
 }
 
-int64_t SlotIndex::vouched_from() const {
+std::vector<SlotIndex::Covered> SlotIndex::stretches() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return from_;
-}
-
-int64_t SlotIndex::vouched_to() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return to_;
+  return stretches_;
 }
 
 SlotIndex& SlotIndexes::Of(const Slot& slot) {

@@ -3,11 +3,12 @@
 // records in (SlotScan::SkipAhead), so a small namespace behind much of another's data costs
 // its own records, not the slot's.
 //
-// Why a read never misses a record: the index vouches only for [from, to), one contiguous
-// stretch that scans read every record of (SlotIndex::Record). Records in Kafka never move and
-// walserver never writes below a partition's end, so a record of a namespace in that stretch is
-// one a scan saw and put in the namespace's runs. Outside it (before the first scan, past its
-// end, below what Kafka lost) nothing is vouched for and a scan reads every record. The index
+// Why a read never misses a record: the index vouches only for stretches [from, to) that scans
+// read every record of (SlotIndex::Record). Records in Kafka never move and nobody writes below
+// a partition's end, so a record of a namespace in such a stretch is one a scan saw and put in
+// the namespace's runs. Outside them (before the first scan, past their ends, below what Kafka
+// lost) nothing is vouched for and a scan reads every record. A partition whose end went back
+// (the topic made again, an unclean leader election) drops the index (LogWentBack). The index
 // lives only in memory: a restarted walserver builds it again from its first scans.
 #pragma once
 
@@ -32,13 +33,19 @@ class SlotIndex {
     int64_t first;
     int64_t last;
   };
+  // Offsets [from, to) that scans read whole.
+  struct Covered {
+    int64_t from;
+    int64_t to;
+  };
   // A record a scan saw.
   struct Seen {
     uint64_t namespace_id;
     int64_t offset;
   };
   // Where a read of a namespace must read from `from` on: [begin, end) may hold its records;
-  // none lie in [from, begin). `end` is max() where the index vouches for nothing.
+  // none lie in [from, begin). Where the index vouches for nothing, `end` is where it next
+  // does (max() when nowhere).
   struct Stretch {
     int64_t begin;
     int64_t end;
@@ -51,32 +58,39 @@ class SlotIndex {
   // A slot's index holds at most this many runs (16 bytes each, plus the namespaces' vectors);
   // past it, it is dropped and starts again from the next scans.
   static constexpr size_t kMaxRuns = 1 << 16;
+  // Stretches apart from each other (a follower at the tail while a replay fills in behind);
+  // past this many, the shortest is forgotten.
+  static constexpr size_t kMaxStretches = 8;
 
   // A scan read every record of [from, to), `bytes` in all; `seen` are those walserver wrote, in
-  // any order. Extends the vouched stretch when it meets or touches it; a newer stretch apart
-  // from it replaces it, an older one is ignored.
+  // any order. Joins the stretches it meets or touches.
   void Record(int64_t from, int64_t to, const std::vector<Seen>& seen, uint64_t bytes);
   // Records below `low` are gone from Kafka: no longer vouched for, so a read starting below
   // it meets the loss as it would without an index.
   void ForgetBelow(int64_t low);
+  // Where the last stretch ends (0: none). A partition whose end is now below what this was
+  // before went back (the topic made again, an unclean leader election): then LogWentBack.
+  int64_t covered_end() const;
+  // Drops everything: none of it can be trusted.
+  void LogWentBack();
   Stretch NextStretch(uint64_t namespace_id, int64_t from) const;
   // About how many offsets of the slot hold `bytes`, from the records scans read (one offset
   // per byte before any).
   int64_t OffsetsHolding(uint64_t bytes) const;
 
-  // For tests and metrics.
+  // For tests.
   size_t runs() const;
-  int64_t vouched_from() const;
-  int64_t vouched_to() const;
+  std::vector<Covered> stretches() const;
 
  private:
   void Add(uint64_t namespace_id, int64_t offset) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Clear(int64_t at) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Clear() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   mutable std::mutex mu_;
-  int64_t from_ ABSL_GUARDED_BY(mu_) = 0;  // vouched: [from_, to_)
-  int64_t to_ ABSL_GUARDED_BY(mu_) = 0;
-  // Sorted, apart by more than kJoinGap, all inside [from_, to_).
+  // Sorted, apart (not touching).
+  std::vector<Covered> stretches_ ABSL_GUARDED_BY(mu_);
+  // Sorted, apart by more than kJoinGap; each inside what a stretch covers or covered (a run
+  // left by a forgotten stretch still holds only real records of its namespace).
   std::unordered_map<uint64_t, std::vector<Run>> runs_ ABSL_GUARDED_BY(mu_);
   size_t run_count_ ABSL_GUARDED_BY(mu_) = 0;
   // Of every stretch recorded, for OffsetsHolding.

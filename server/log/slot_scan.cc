@@ -100,7 +100,8 @@ absl::Status SlotScan::Start() {
   auto acquired = host_->AcquireConsumer();
   if (!acquired.ok()) return acquired.status();
   consumer_ = std::move(*acquired);
-  next_ = furthest_ = covered_from_ = recheck_at_ = start;
+  next_ = furthest_ = covered_from_ = start;
+  recheck_at_ = start + 1;  // no seek before the fetcher started (it would answer _STATE)
   return consumer_->Assign(slot_.topic, slot_.partition, start);
 }
 
@@ -197,9 +198,15 @@ absl::Status SlotScan::OnLostRecords() {
     return absl::OkStatus();
   }
   RecordCovered();
-  if (index_ != nullptr) index_->ForgetBelow(*low);
+  if (index_ != nullptr) {
+    // Out of range although nothing below the scan is gone: the scan is past the partition's
+    // end, which went back.
+    if (*low <= next_) index_->LogWentBack();
+    index_->ForgetBelow(*low);
+  }
   next_ = std::max(next_, *low);
-  covered_from_ = recheck_at_ = next_;
+  covered_from_ = next_;
+  recheck_at_ = next_ + 1;  // no seek before the fetcher assigned again started
   // Assigned again, not sought: after an out-of-range error the partition's fetcher is stopped,
   // and a seek answers _STATE.
   return consumer_->Assign(slot_.topic, slot_.partition, next_);
@@ -250,6 +257,7 @@ void SlotScan::OnRecord(const rd_kafka_message_t& msg) {
   const bool check_all = Clock::now() - last_member_check_ > kMemberCheckInterval;
   if (check_all) last_member_check_ = Clock::now();
   if (check_all || next_ >= min_end_) {
+    RecordCovered();  // a read starting once these finish finds what they read indexed
     for (auto& m : members_) {
       if (check_all || next_ >= m->end()) m->OnIdle(next_, false, absl::OkStatus());
     }
@@ -282,6 +290,7 @@ void SlotScan::Reindex() {
 }
 
 void SlotScan::AllIdle(bool at_end_of_partition, const absl::Status& status) {
+  RecordCovered();  // a read starting once members finish finds what they read indexed
   for (auto& m : members_) m->OnIdle(next_, at_end_of_partition, status);
   unsent_.clear();  // OnIdle sent what each member had
   changed_ = true;
@@ -402,7 +411,14 @@ absl::Status SlotScan::SkipAhead() {
     if (!pending_.empty() || !rewinding_.empty()) return absl::OkStatus();  // admitted first
     position_ = target;
   }
-  if (absl::Status s = consumer_->Seek(slot_.topic, slot_.partition, target); !s.ok()) return s;
+  if (!consumer_->Seek(slot_.topic, slot_.partition, target).ok()) {
+    // Only a shortcut: read on instead. Reads that joined meanwhile saw the scan at `target`;
+    // those behind it wait in rewinding_, as for any scan past their start.
+    std::lock_guard<std::mutex> lock(mu_);
+    position_ = next_;
+    recheck_at_ = next_ + kMaxRecheck;
+    return absl::OkStatus();
+  }
   // What lies between is indexed already: the scan's cover goes on unbroken.
   RecordCovered();
   next_ = covered_from_ = recheck_at_ = target;

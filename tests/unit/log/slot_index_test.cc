@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <ostream>
 #include <vector>
 
 namespace wal {
@@ -11,6 +12,9 @@ namespace wal {
 // Found by gtest where Stretch lives.
 bool operator==(const SlotIndex::Stretch& a, const SlotIndex::Stretch& b) {
   return a.begin == b.begin && a.end == b.end;
+}
+bool operator==(const SlotIndex::Covered& a, const SlotIndex::Covered& b) {
+  return a.from == b.from && a.to == b.to;
 }
 std::ostream& operator<<(std::ostream& os, const SlotIndex::Stretch& s) {
   return os << "[" << s.begin << ", " << s.end << ")";
@@ -52,37 +56,61 @@ TEST(SlotIndex, NearbyRecordsShareARun) {
   EXPECT_EQ(index.NextStretch(1, 0), (Stretch{10, 61}));
 }
 
-TEST(SlotIndex, StretchesThatMeetJoinAndANewerOneApartReplacesTheOld) {
+TEST(SlotIndex, StretchesThatMeetJoinAndOnesApartAreKeptApart) {
   SlotIndex index;
   index.Record(100, 200, {{1, 150}}, 0);
   index.Record(200, 300, {{1, 250}}, 0);
   index.Record(50, 100, {{2, 60}}, 0);
-  EXPECT_EQ(index.vouched_from(), 50);
-  EXPECT_EQ(index.vouched_to(), 300);
+  EXPECT_EQ(index.stretches(), (std::vector<SlotIndex::Covered>{{50, 300}}));
   EXPECT_EQ(index.NextStretch(2, 50), (Stretch{60, 61}));
   EXPECT_EQ(index.NextStretch(2, 61), (Stretch{300, kNoEnd}));
-  // Older and apart: what is known stays.
+  // Apart (a follower at the tail, a replay behind it): nobody read what lies between.
   index.Record(0, 10, {{1, 5}}, 0);
-  EXPECT_EQ(index.vouched_from(), 50);
-  EXPECT_EQ(index.NextStretch(1, 0), (Stretch{0, kNoEnd}));
-  // Newer and apart: a gap nobody read lies between, so only the new stretch is vouched for.
   index.Record(400, 500, {{1, 450}}, 0);
-  EXPECT_EQ(index.vouched_from(), 400);
-  EXPECT_EQ(index.NextStretch(1, 150), (Stretch{150, kNoEnd}));
+  EXPECT_EQ(index.stretches(), (std::vector<SlotIndex::Covered>{{0, 10}, {50, 300}, {400, 500}}));
+  EXPECT_EQ(index.NextStretch(1, 0), (Stretch{5, 6}));
+  EXPECT_EQ(index.NextStretch(1, 6), (Stretch{10, kNoEnd}));
+  EXPECT_EQ(index.NextStretch(1, 20), (Stretch{20, 50})) << "unknown until the next stretch";
+  EXPECT_EQ(index.NextStretch(1, 260), (Stretch{300, kNoEnd}));
   EXPECT_EQ(index.NextStretch(1, 400), (Stretch{450, 451}));
-  EXPECT_EQ(index.runs(), 1u);
+  // The gap filled: one stretch.
+  index.Record(300, 400, {}, 0);
+  index.Record(10, 50, {}, 0);
+  EXPECT_EQ(index.stretches(), (std::vector<SlotIndex::Covered>{{0, 500}}));
+  EXPECT_EQ(index.NextStretch(1, 260), (Stretch{450, 451}));
+}
+
+TEST(SlotIndex, KeepsTheLongestStretchesApart) {
+  SlotIndex index;
+  for (int64_t i = 0; i <= static_cast<int64_t>(SlotIndex::kMaxStretches); ++i) {
+    index.Record(i * 1000, i * 1000 + 100 + i, {}, 0);
+  }
+  const auto stretches = index.stretches();
+  ASSERT_EQ(stretches.size(), SlotIndex::kMaxStretches);
+  EXPECT_EQ(stretches.front().from, 1000) << "the shortest went";
+}
+
+TEST(SlotIndex, ALogThatWentBackDropsEverything) {
+  SlotIndex index;
+  index.Record(0, 100, {{1, 10}}, 0);
+  EXPECT_EQ(index.covered_end(), 100);
+  index.LogWentBack();
+  EXPECT_EQ(index.covered_end(), 0);
+  EXPECT_EQ(index.NextStretch(1, 0), (Stretch{0, kNoEnd}));
+  EXPECT_EQ(index.runs(), 0u);
 }
 
 TEST(SlotIndex, RecordsGoneFromKafkaAreNoLongerVouchedFor) {
   SlotIndex index;
   index.Record(0, 100, {{1, 10}, {1, 50}, {2, 70}}, 0);
   index.ForgetBelow(40);
-  EXPECT_EQ(index.NextStretch(1, 0), (Stretch{0, kNoEnd})) << "below what Kafka holds";
+  EXPECT_EQ(index.NextStretch(1, 0), (Stretch{0, 40})) << "below what Kafka holds: read through";
   EXPECT_EQ(index.NextStretch(1, 40), (Stretch{50, 51}));
   EXPECT_EQ(index.runs(), 2u);
   index.ForgetBelow(200);
   EXPECT_EQ(index.NextStretch(2, 70), (Stretch{70, kNoEnd}));
   EXPECT_EQ(index.runs(), 0u);
+  EXPECT_TRUE(index.stretches().empty());
 }
 
 TEST(SlotIndex, KnowsAboutHowManyRecordsHoldSoManyBytes) {

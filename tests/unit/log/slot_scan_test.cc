@@ -38,14 +38,16 @@ struct FakeRecord {
 // One slot's records in memory, from offset 0; offsets below `low` are gone.
 class FakeSlotConsumer : public Consumer {
  public:
-  FakeSlotConsumer(const std::vector<FakeRecord>* records, int64_t low)
-      : records_(records), low_(low) {}
+  FakeSlotConsumer(const std::vector<FakeRecord>* records, int64_t low, bool seeks_fail)
+      : records_(records), low_(low), seeks_fail_(seeks_fail) {}
 
   absl::Status Assign(const std::string&, int32_t, int64_t offset) override {
     position_ = offset;
     return absl::OkStatus();
   }
   absl::Status Seek(const std::string&, int32_t, int64_t offset) override {
+    // As librdkafka answers while the partition's fetcher is not running.
+    if (seeks_fail_) return absl::FailedPreconditionError("_STATE");
     position_ = offset;
     return absl::OkStatus();
   }
@@ -74,6 +76,7 @@ class FakeSlotConsumer : public Consumer {
  private:
   const std::vector<FakeRecord>* records_;
   const int64_t low_;
+  const bool seeks_fail_;
   int64_t position_ = 0;
 };
 
@@ -82,13 +85,14 @@ class FakeHost : public ScanHost {
   std::vector<FakeRecord> records;
   int64_t low = 0;
   bool records_below_low_were_pruned = false;
+  bool seeks_fail = false;
   std::atomic<int> consumers_acquired{0};
   std::atomic<int> consumers_released{0};
   std::atomic<int> scans_ended{0};
 
   absl::StatusOr<std::unique_ptr<Consumer>> AcquireConsumer() override {
     ++consumers_acquired;
-    return std::unique_ptr<Consumer>(new FakeSlotConsumer(&records, low));
+    return std::unique_ptr<Consumer>(new FakeSlotConsumer(&records, low, seeks_fail));
   }
   void ReleaseConsumer(std::unique_ptr<Consumer>) override { ++consumers_released; }
   absl::StatusOr<int64_t> LowWatermark(const Slot&, Clock::time_point) override { return low; }
@@ -106,7 +110,9 @@ class SlotScanTest : public ::testing::Test {
     context_.truncated_before = [](uint64_t, int64_t) { return std::optional<int64_t>(0); };
     context_.metrics = &metrics_;
   }
-  void TearDown() override {
+  void TearDown() override { JoinThreads(); }
+
+  void JoinThreads() {
     // Read threads may still start scans (rejoining) while earlier threads are joined.
     while (true) {
       std::vector<std::thread> batch;
@@ -432,8 +438,10 @@ TEST_F(SlotScanTest, ReadsThroughTheIndexGetExactlyWhatFullScansGet) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     std::mt19937 random(seed);
     host_.records.clear();
-    // A new slot's records: what the index knew of the last one is gone.
-    context_.slot_indexes.Of(slot_).ForgetBelow(SlotIndex::kNoEnd);
+    // A new slot's records: what the index knew of the last one is gone, once no scan of the
+    // last one is left to tell it more.
+    JoinThreads();
+    context_.slot_indexes.Of(slot_).LogWentBack();
     FillSlotAtRandom(&random, &host_.records);
     const auto size = static_cast<int64_t>(host_.records.size());
     struct Case {
@@ -509,7 +517,26 @@ TEST_F(SlotScanTest, ASmallNamespaceBehindAnotherOnesRecordsCostsOnlyItsOwnOnceI
   EXPECT_EQ(sink->data(), small);
   // Three records of its own, and the ones within kJoinGap of them that a run may hold.
   EXPECT_LE(metrics_.read_scanned_bytes.load() - scanned_before, 3 * 200u);
-  EXPECT_EQ(metrics_.read_index_skips.load(), 2u) << "to its first record, then to its last";
+  EXPECT_EQ(metrics_.read_index_skips.load(), 2u) << "past the other's two runs";
+}
+
+TEST_F(SlotScanTest, AScanThatCannotSeekReadsThroughWhatTheIndexWouldSkip) {
+  context_.options.index_min_skip_bytes = 0;
+  std::vector<std::string> small;
+  Append(1, small.emplace_back("small 0"));
+  for (int i = 0; i < 1000; ++i) Append(2, std::string(100, 'b'));
+  Append(1, small.emplace_back("small 1"));
+  auto big = std::make_shared<RecordingSink>();
+  RunScan({Read(2, 0, big)});
+  ASSERT_EQ(big->WaitFinished(seconds(10)), absl::OkStatus());
+  host_.seeks_fail = true;
+  const uint64_t scanned_before = metrics_.read_scanned_bytes.load();
+  auto sink = std::make_shared<RecordingSink>();
+  RunScan({Read(1, 0, sink)});
+  ASSERT_EQ(sink->WaitFinished(seconds(10)), absl::OkStatus());
+  EXPECT_EQ(sink->data(), small);
+  EXPECT_EQ(metrics_.read_index_skips.load(), 0u);
+  EXPECT_GT(metrics_.read_scanned_bytes.load() - scanned_before, 1000 * 100u) << "read through";
 }
 
 }  // namespace
