@@ -19,11 +19,18 @@ void SlotIndex::Record(int64_t from, int64_t to, const std::vector<Seen>& seen, 
     joined.to = std::max(joined.to, last->to);
     ++last;
   }
-  stretches_.insert(stretches_.erase(first, last), joined);
+  const auto inserted = stretches_.insert(stretches_.erase(first, last), joined);
+  const auto at = inserted - stretches_.begin();  // after the insert, which may reallocate
   if (stretches_.size() > kMaxStretches) {
-    stretches_.erase(std::min_element(
-        stretches_.begin(), stretches_.end(),
-        [](const Covered& a, const Covered& b) { return a.to - a.from < b.to - b.from; }));
+    // The shortest other than the one just recorded into, which a scan is still extending.
+    auto shortest = stretches_.end();
+    for (auto it = stretches_.begin(); it != stretches_.end(); ++it) {
+      if (it - stretches_.begin() == at) continue;
+      if (shortest == stretches_.end() || it->to - it->from < shortest->to - shortest->from) {
+        shortest = it;
+      }
+    }
+    stretches_.erase(shortest);
   }
   for (const Seen& s : seen) {
     if (s.offset >= from && s.offset < to) Add(s.namespace_id, s.offset);

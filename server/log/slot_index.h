@@ -7,8 +7,10 @@
 // read every record of (SlotIndex::Record). Records in Kafka never move and nobody writes below
 // a partition's end, so a record of a namespace in such a stretch is one a scan saw and put in
 // the namespace's runs. Outside them (before the first scan, past their ends, below what Kafka
-// lost) nothing is vouched for and a scan reads every record. A partition whose end went back
-// (the topic made again, an unclean leader election) drops the index (LogWentBack). The index
+// lost) nothing is vouched for and a scan reads every record. A partition whose end is found
+// below what the index covers (the topic made again, an unclean leader election) drops the
+// index (LogWentBack); one that went back and grew past it again before any read or scan looked
+// is not told apart (that needs the log's identity: a topic id or leader epoch). The index
 // lives only in memory: a restarted walserver builds it again from its first scans.
 #pragma once
 

@@ -101,7 +101,7 @@ absl::Status SlotScan::Start() {
   if (!acquired.ok()) return acquired.status();
   consumer_ = std::move(*acquired);
   next_ = furthest_ = covered_from_ = start;
-  recheck_at_ = start + 1;  // no seek before the fetcher started (it would answer _STATE)
+  recheck_at_ = no_seek_before_ = start + 1;  // the fetcher starts with the first record
   return consumer_->Assign(slot_.topic, slot_.partition, start);
 }
 
@@ -206,7 +206,7 @@ absl::Status SlotScan::OnLostRecords() {
   }
   next_ = std::max(next_, *low);
   covered_from_ = next_;
-  recheck_at_ = next_ + 1;  // no seek before the fetcher assigned again started
+  recheck_at_ = no_seek_before_ = next_ + 1;  // the fetcher starts with the first record
   // Assigned again, not sought: after an out-of-range error the partition's fetcher is stopped,
   // and a seek answers _STATE.
   return consumer_->Assign(slot_.topic, slot_.partition, next_);
@@ -286,7 +286,8 @@ void SlotScan::Reindex() {
     }
   }
   changed_ = false;
-  recheck_at_ = next_;  // the reads changed, and so may what the scan can skip
+  // The reads changed, and so may what the scan can skip.
+  recheck_at_ = std::max(next_, no_seek_before_);
 }
 
 void SlotScan::AllIdle(bool at_end_of_partition, const absl::Status& status) {
@@ -412,12 +413,16 @@ absl::Status SlotScan::SkipAhead() {
     position_ = target;
   }
   if (!consumer_->Seek(slot_.topic, slot_.partition, target).ok()) {
-    // Only a shortcut: read on instead. Reads that joined meanwhile saw the scan at `target`;
-    // those behind it wait in rewinding_, as for any scan past their start.
-    std::lock_guard<std::mutex> lock(mu_);
-    position_ = next_;
-    recheck_at_ = next_ + kMaxRecheck;
-    return absl::OkStatus();
+    // Only a shortcut: read on from next_ instead. A seek that timed out may still take effect
+    // later, so the partition is assigned again at next_, which settles where the fetcher is.
+    // Reads that joined meanwhile saw the scan at `target`: those behind it wait in
+    // rewinding_, as for any scan past their start; the others drop what is below their start.
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      position_ = next_;
+    }
+    recheck_at_ = no_seek_before_ = next_ + kMaxRecheck;
+    return consumer_->Assign(slot_.topic, slot_.partition, next_);
   }
   // What lies between is indexed already: the scan's cover goes on unbroken.
   RecordCovered();

@@ -189,6 +189,8 @@ class SlotScan : public std::enable_shared_from_this<SlotScan> {
   std::vector<SlotIndex::Seen> seen_;
   uint64_t covered_bytes_ = 0;
   int64_t recheck_at_ = 0;
+  // After an Assign, no seek until the fetcher started (librdkafka answers _STATE before).
+  int64_t no_seek_before_ = 0;
 
   std::mutex mu_;
   std::vector<std::shared_ptr<ReadMember>> pending_ ABSL_GUARDED_BY(mu_);

@@ -80,14 +80,19 @@ TEST(SlotIndex, StretchesThatMeetJoinAndOnesApartAreKeptApart) {
   EXPECT_EQ(index.NextStretch(1, 260), (Stretch{450, 451}));
 }
 
-TEST(SlotIndex, KeepsTheLongestStretchesApart) {
+TEST(SlotIndex, KeepsTheLongestStretchesApartAndTheOneBeingExtended) {
   SlotIndex index;
-  for (int64_t i = 0; i <= static_cast<int64_t>(SlotIndex::kMaxStretches); ++i) {
+  for (int64_t i = 1; i <= static_cast<int64_t>(SlotIndex::kMaxStretches); ++i) {
     index.Record(i * 1000, i * 1000 + 100 + i, {}, 0);
   }
-  const auto stretches = index.stretches();
+  // A new scan's first piece is the shortest, but it is kept: the scan goes on extending it.
+  index.Record(50000, 50010, {}, 0);
+  auto stretches = index.stretches();
   ASSERT_EQ(stretches.size(), SlotIndex::kMaxStretches);
-  EXPECT_EQ(stretches.front().from, 1000) << "the shortest went";
+  EXPECT_EQ(stretches.front().from, 2000) << "the shortest other went";
+  EXPECT_EQ(stretches.back().from, 50000);
+  index.Record(50010, 50020, {}, 0);
+  EXPECT_EQ(index.stretches().back().to, 50020);
 }
 
 TEST(SlotIndex, ALogThatWentBackDropsEverything) {
