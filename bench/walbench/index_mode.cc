@@ -1,8 +1,10 @@
 // The index mode: replays that cost a namespace's own records, not its slot's (the slot index,
 // server/log/slot_index.h). One slot holds --index_mib MiB of one big namespace; a small one has
-// 6 entries of 20 bytes spread over it, and a third holds 1% of the slot's bytes in 100 runs.
-// Both are read, in alternating rounds, through a walserver whose index the big namespace's
-// replay filled, and through a walserver on the same topics started with --read_index=false.
+// 6 entries of 20 bytes spread over it, a third holds 1% of the slot's bytes in 100 runs, and of
+// 1,000 regions (namespaces) 10 hold 1% of the slot between them (10 runs each) and 990 none.
+// The small ones are read, and the 1,000 regions opened with one ReadMany as a datanode opens
+// its regions, in alternating rounds through a walserver whose index the big namespace's replay
+// filled and through a walserver on the same topics started with --read_index=false.
 #include <cstdint>
 #include <fstream>
 #include <sstream>
@@ -55,6 +57,30 @@ double TimeRead(wal::Client& c, uint64_t ns, uint64_t* bytes, uint64_t* loopback
   return seconds;
 }
 
+// Seconds to read `ids` whole on one ReadMany; `bytes` gets the entry bytes delivered.
+double TimeReadMany(wal::Client& c, uint64_t first_id, int count, uint64_t* bytes) {
+  *bytes = 0;
+  wal::ReadManyOptions read;
+  for (int i = 0; i < count; ++i) read.namespaces.push_back({first_id + i});
+  const auto t0 = Clock::now();
+  Must(c.ReadMany(
+           read,
+           [&](wal::v1::Entry& e) {
+             *bytes += e.data().size();
+             return true;
+           },
+           [](const wal::v1::ReadEnd& end) {
+             Must(absl::Status(static_cast<absl::StatusCode>(end.code()), end.message()),
+                  "read many");
+             return true;
+           }),
+       "read many");
+  return duration<double>(Clock::now() - t0).count();
+}
+
+constexpr uint64_t kSmall = 1, kBig = 2, kOnePercent = 3, kFirstRegion = 1001;
+constexpr int kRegions = 1000, kRegionsWithData = 10;
+
 }  // namespace
 
 // Over 80 lines on purpose: one experiment (lay out a slot, then alternating measured reads
@@ -70,11 +96,12 @@ void Bench::Index() {
   plain.Start();
   auto c = Connect(indexed.address());
   auto p = Connect(plain.address());
-  constexpr uint64_t kSmall = 1, kBig = 2, kOnePercent = 3;
   for (uint64_t ns : {kSmall, kBig, kOnePercent}) Must(c->CreateNamespace(ns).status(), "create");
+  for (int r = 0; r < kRegions; ++r) Must(c->CreateNamespace(kFirstRegion + r).status(), "create");
 
   // 100 stretches; the small namespace writes before stretches 0, 20, 40, 60, 80 and after the
-  // last; the 1% namespace begins each stretch with its run.
+  // last; the 1% namespace begins each stretch with its run, and a region with data follows
+  // with a run as long (region s % 10 in stretch s).
   const uint64_t total = static_cast<uint64_t>(absl::GetFlag(FLAGS_index_mib)) << 20;
   const uint64_t stretch = total / 100;
   const int batch = 64;
@@ -93,7 +120,8 @@ void Bench::Index() {
   for (int s = 0; s < 100; ++s) {
     if (s % 20 == 0) Must(c->Append(kSmall, {twenty_bytes}).status(), "append");
     append(kOnePercent, stretch / 100);
-    append(kBig, stretch - stretch / 100);
+    append(kFirstRegion + s % kRegionsWithData, stretch / 100);
+    append(kBig, stretch - 2 * (stretch / 100));
   }
   Must(c->Append(kSmall, {twenty_bytes}).status(), "append");
   const double mb = total / 1e6;
@@ -107,13 +135,17 @@ void Bench::Index() {
   Emit(big);
 
   std::vector<double> small_indexed, small_plain, spread_indexed, spread_plain, moved;
-  uint64_t small_bytes = 0, spread_bytes = 0, loopback = 0;
+  std::vector<double> regions_indexed, regions_plain, with_data_indexed;
+  uint64_t small_bytes = 0, spread_bytes = 0, loopback = 0, region_bytes = 0;
   for (int run = 0; run < runs; ++run) {
     small_indexed.push_back(TimeRead(*c, kSmall, &small_bytes));
     small_plain.push_back(TimeRead(*p, kSmall, &small_bytes));
     spread_indexed.push_back(TimeRead(*c, kOnePercent, &spread_bytes, &loopback));
     moved.push_back(static_cast<double>(loopback) / static_cast<double>(spread_bytes));
     spread_plain.push_back(TimeRead(*p, kOnePercent, &spread_bytes));
+    regions_indexed.push_back(TimeReadMany(*c, kFirstRegion, kRegions, &region_bytes));
+    regions_plain.push_back(TimeReadMany(*p, kFirstRegion, kRegions, &region_bytes));
+    with_data_indexed.push_back(TimeReadMany(*c, kFirstRegion, kRegionsWithData, &region_bytes));
   }
   indexed.Stop();
   plain.Stop();
@@ -133,6 +165,15 @@ void Bench::Index() {
   // Fetched from Kafka and delivered to walbench, per byte delivered: the fetched part is this
   // less one.
   EmitRatio("index", "loopback/delivered 1% indexed", parameter, Median(moved));
+  const double ri =
+      emit("service ReadMany 1000 regions (10 with data) indexed", regions_indexed, region_bytes);
+  const double rp =
+      emit("service ReadMany 1000 regions (10 with data) not indexed", regions_plain, region_bytes);
+  EmitRatio("index", "ratio ReadMany 1000 regions index/no index", parameter, ri / rp);
+  const double wi =
+      emit("service ReadMany of the 10 with data indexed", with_data_indexed, region_bytes);
+  // What the 990 empty regions add to opening the 10 with data.
+  EmitRatio("index", "ratio ReadMany 1000 regions/the 10 with data indexed", parameter, ri / wi);
 }
 
 }  // namespace walbench

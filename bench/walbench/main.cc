@@ -18,8 +18,10 @@
 //               Reads and as one ReadMany; read the same bytes written as one namespace, through
 //               one stream, and with 999 empty namespaces of its slot on one ReadMany
 //   index       --index_mib MiB of one namespace in a slot, 6 entries of 20 bytes of another
-//               spread over it and a third with 1% of the bytes in 100 runs: the small ones
-//               read through the slot index (after the big one's replay) and without it
+//               spread over it, a third with 1% of the bytes in 100 runs, and 1,000 regions
+//               of which 10 hold 1% between them: the small ones read, and the regions opened
+//               with one ReadMany, through the slot index (after the big one's replay) and
+//               without it
 //   follow      how late a follow read sees each entry: one entry every 20 ms from one client,
 //               a follow read on another client, of the same walserver and of a second one on
 //               the same topics; against a librdkafka
