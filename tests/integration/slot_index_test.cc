@@ -106,10 +106,11 @@ class SlotIndexTest : public KafkaProcessFixture {
     ASSERT_NE(writer_, nullptr);
     ASSERT_NE(reference_, nullptr);
     clients_[0] = Connect(indexed_->address());
-    // Its calls retry for longer than the writer's restart takes.
+    // Its calls retry for longer than the writer's restart takes, also in the sanitizer builds
+    // (appends retry until their deadline anyway).
     ClientOptions writer_client;
     writer_client.target = writer_->address();
-    writer_client.max_retries = 10;
+    writer_client.max_retries = 100;
     auto client = Client::Connect(writer_client);
     ASSERT_TRUE(client.ok()) << client.status();
     clients_[1] = std::move(*client);
@@ -222,6 +223,7 @@ class SlotIndexTest : public KafkaProcessFixture {
     const absl::Status restarted = writer_->Restart();
     even.join();
     odd.join();
+    ASSERT_FALSE(HasFatalFailure()) << "a writer failed: the model may miss an append";
     ASSERT_TRUE(restarted.ok()) << restarted;
   }
 
@@ -236,6 +238,24 @@ class SlotIndexTest : public KafkaProcessFixture {
       ASSERT_TRUE(truncated.ok()) << "namespace " << ns << ": " << truncated.status();
       m.truncated_before = end;
     }
+  }
+
+  // Until the pruners deleted the records below the truncation points (the lowest of them).
+  void WaitForPruning() {
+    uint64_t lowest = UINT64_MAX;
+    for (const auto& [ns, m] : model_) {
+      if (!m.acked.empty()) lowest = std::min(lowest, m.truncated_before);
+    }
+    const auto deadline = Clock::now() + seconds(60);
+    int64_t low = 0;
+    while (Clock::now() < deadline) {
+      auto marks = QueryWatermarks(admin_.get(), Slot{prefix_ + "_0", 0}, deadline);
+      ASSERT_TRUE(marks.ok()) << marks.status();
+      low = marks->low;
+      if (static_cast<uint64_t>(low) >= lowest) return;
+      std::this_thread::sleep_for(milliseconds(100));
+    }
+    FAIL() << "the slot was not pruned to " << lowest << " (low watermark " << low << ")";
   }
 
   // Reads of every namespace from random starts, and of a few that were never created.
@@ -275,7 +295,12 @@ class SlotIndexTest : public KafkaProcessFixture {
     if (want != absl::StatusCode::kOk) return;
     std::set<std::string> written, read;
     for (const auto& [id, data] : m.acked) written.insert(data);
+    const uint64_t first = std::max(c.start_entry_id, m.truncated_before);
+    uint64_t last = 0;
     for (const auto& [id, data] : got.entries) {
+      EXPECT_GE(id, first) << Describe(c) << ": entry " << id << " below the read's start";
+      EXPECT_GT(id, last) << Describe(c) << ": entry " << id << " out of order";
+      last = id;
       EXPECT_TRUE(read.insert(data).second) << Describe(c) << ": entry " << id << " twice";
       EXPECT_TRUE(written.count(data)) << Describe(c) << ": entry " << id << " never written";
     }
@@ -313,13 +338,15 @@ class SlotIndexTest : public KafkaProcessFixture {
     }
   }
 
-  // All namespaces in one ReadMany through the indexed server, each from a random start,
-  // against one Read each through the reference server.
+  // Every namespace but the bulk one (so that the scan can skip) in one ReadMany through the
+  // indexed server, each from a random start, against one Read each through the reference
+  // server.
   void CompareReadMany() {
     ReadManyOptions options;
     std::vector<ReadCase> cases;
     std::map<uint64_t, ReadResult> got;
     for (const auto& [ns, m] : model_) {
+      if (ns == kBulk) continue;
       ReadCase c{ns, 0, 0};
       if (!m.acked.empty() && rng_() % 2 == 0) {
         auto it = m.acked.begin();
@@ -366,8 +393,11 @@ TEST_F(SlotIndexTest, IndexedReadsGetWhatFullScansGetAcrossSidecarsKillsAndTrunc
   for (int round = 0; round < kRounds; ++round) {
     ASSERT_NO_FATAL_FAILURE(WritePhase(round));
     if (round == 1) {
+      // Reads through an index that covers records pruned since, then through an empty one.
       ASSERT_NO_FATAL_FAILURE(TruncateEverything());
+      ASSERT_NO_FATAL_FAILURE(WaitForPruning());
       ASSERT_NO_FATAL_FAILURE(WritePhase(round + kRounds));
+      ASSERT_NO_FATAL_FAILURE(CompareReads(ReadCases()));
       ASSERT_NO_FATAL_FAILURE(RestartIndexed());
     }
     // Twice: the first reads fill the index (after a restart it is empty), the second skip.
