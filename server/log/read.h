@@ -92,6 +92,9 @@ struct ReadContext {
   SlotIndexes slot_indexes;
   std::atomic<uint64_t> records_skipped{0};  // records not written by walserver, or undecodable
   std::atomic<bool> stopping{false};         // graceful shutdown: every read ends UNAVAILABLE
+  // For tests: called on a scan's thread when it has chosen to skip and before it publishes
+  // that, so that a test can make a read join in between.
+  std::function<void()> before_skip_for_test;
 };
 
 }  // namespace wal

@@ -405,6 +405,7 @@ absl::Status SlotScan::SkipAhead() {
     recheck_at_ = std::clamp(recheck, least, std::max(least, next_ + kMaxRecheck));
     return absl::OkStatus();
   }
+  if (context_->before_skip_for_test) context_->before_skip_for_test();
   {
     // A read joining from now on must find the scan past its start, or make it go back: none
     // may join in between and miss the records skipped.

@@ -520,6 +520,44 @@ TEST_F(SlotScanTest, ASmallNamespaceBehindAnotherOnesRecordsCostsOnlyItsOwnOnceI
   EXPECT_EQ(metrics_.read_index_skips.load(), 2u) << "past the other's two runs";
 }
 
+TEST_F(SlotScanTest, AReadJoiningAsTheScanIsAboutToSkipGetsWhatTheSkipWouldPass) {
+  // The scan's only read wants offsets 0 and 1002; a read joining at offset 1 wants 501. The
+  // second joins (ahead of the scan, so not by a rewind) after the scan chose to skip from 1 to
+  // 1002 and before it published that: the skip must wait for it, not pass its record.
+  context_.options.index_min_skip_bytes = 0;
+  Append(1, "first");
+  for (int i = 0; i < 500; ++i) Append(2, std::string(100, 'b'));
+  const uint64_t joiners_id = Append(3, "joiner's");
+  for (int i = 0; i < 500; ++i) Append(2, std::string(100, 'b'));
+  Append(1, "last");
+  auto big = std::make_shared<RecordingSink>();
+  RunScan({Read(2, 0, big)});  // indexes the slot
+  ASSERT_EQ(big->WaitFinished(seconds(10)), absl::OkStatus());
+
+  auto sink = std::make_shared<RecordingSink>();
+  auto joiner_sink = std::make_shared<RecordingSink>();
+  auto scan = std::make_shared<SlotScan>(&host_, &context_, slot_, /*shared=*/true);
+  ASSERT_TRUE(scan->TryJoin(Read(1, 0, sink)));
+  std::shared_ptr<ReadMember> joiner = Read(3, 1, joiner_sink);
+  std::atomic<bool> joined{false};
+  context_.before_skip_for_test = [&] {
+    if (joined.exchange(true)) return;
+    EXPECT_TRUE(scan->TryJoin(joiner));
+  };
+  {
+    std::lock_guard<std::mutex> lock(threads_mu_);
+    threads_.emplace_back([scan] { scan->Run(); });
+  }
+  ASSERT_EQ(sink->WaitFinished(seconds(10)), absl::OkStatus());
+  ASSERT_EQ(joiner_sink->WaitFinished(seconds(10)), absl::OkStatus());
+  JoinThreads();
+  context_.before_skip_for_test = nullptr;
+  ASSERT_TRUE(joined.load()) << "the scan never skipped: the test proves nothing";
+  EXPECT_EQ(sink->data(), (std::vector<std::string>{"first", "last"}));
+  EXPECT_EQ(joiner_sink->data(), std::vector<std::string>{"joiner's"});
+  EXPECT_EQ(joiner_sink->ids(), std::vector<uint64_t>{joiners_id});
+}
+
 TEST_F(SlotScanTest, AScanThatCannotSeekReadsThroughWhatTheIndexWouldSkip) {
   context_.options.index_min_skip_bytes = 0;
   std::vector<std::string> small;
