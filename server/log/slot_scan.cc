@@ -388,6 +388,8 @@ int64_t SlotScan::FirstNeeded(const std::vector<std::shared_ptr<ReadMember>>& me
 }
 
 absl::Status SlotScan::SkipAhead() {
+  const int64_t min_skip =
+      std::max(kMinSkip, index_->OffsetsHolding(context_->options.index_min_skip_bytes));
   int64_t target = SlotIndex::kNoEnd;
   int64_t recheck = SlotIndex::kNoEnd;
   for (const auto& m : members_) {
@@ -395,9 +397,11 @@ absl::Status SlotScan::SkipAhead() {
     const SlotIndex::Stretch stretch = index_->NextStretch(m->namespace_id(), next_);
     target = std::min(target, stretch.begin);
     recheck = std::min(recheck, stretch.end);
+    // This read needs what is near, so nothing is skipped whatever the others need: a dense
+    // ReadMany (every record some read's) would otherwise pay a lookup per read at each look.
+    // Its stretch's end is in `recheck`, so the scan looks again when that read may skip.
+    if (target - next_ < min_skip) break;
   }
-  const int64_t min_skip =
-      std::max(kMinSkip, index_->OffsetsHolding(context_->options.index_min_skip_bytes));
   if (target == SlotIndex::kNoEnd || target - next_ < min_skip) {
     // A member's stretch may end at the next record; with many members, looking again that
     // often would cost more than reading a few records more.
