@@ -102,4 +102,12 @@ void Must(const absl::Status& status, const char* what) {
   }
 }
 
+void MustDeliver(uint64_t got, uint64_t written, const char* what) {
+  if (got != written) {
+    std::cerr << "walbench: " << what << ": delivered " << got << " entry bytes of the " << written
+              << " written\n";
+    std::exit(1);
+  }
+}
+
 }  // namespace walbench

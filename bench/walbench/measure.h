@@ -87,6 +87,10 @@ double Median(std::vector<double> values);
 // A benchmark whose setup failed measures nothing: stop with the reason.
 void Must(const absl::Status& status, const char* what);
 
+// A read that delivered other than what was written measured something else (an index that
+// skipped too much would look fast): stop with both figures.
+void MustDeliver(uint64_t got, uint64_t written, const char* what);
+
 // Runs `work` on `threads` threads for the run length; work returns entries done per call.
 template <typename Work>
 Row ClosedLoop(const std::string& mode, const std::string& system, int threads, pid_t server,
