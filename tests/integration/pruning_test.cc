@@ -288,13 +288,7 @@ TEST_F(PruningTest, AutoModeTurnsLogicalWhenKafkaRefusesDeleteRecords) {
   // Two walservers on the same slot, one in each mode. Started before the policy changes:
   // walserver refuses at start topics made with other settings.
   const auto start_server = [&](const std::string& mode) {
-    ServerOptions options = MockServerOptions();
-    options.brokers = brokers_;
-    options.replication_factor = 1;
-    options.min_insync_replicas = 1;
-    options.topic_prefix = prefix_;
-    options.topic_count = 1;
-    options.partitions_per_topic = 1;
+    ServerOptions options = InProcessOneSlotOptions();
     options.prune_interval = milliseconds(200);
     options.prune_mode = mode;
     auto server = WalServer::Start(options);

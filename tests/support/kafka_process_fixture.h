@@ -33,6 +33,19 @@ class KafkaProcessFixture : public ::testing::Test {
     return p.ok() ? std::move(*p) : nullptr;
   }
 
+  // Options of a walserver in this process (so that its metrics can be read) on the test's
+  // topics of the single-broker Kafka, in one slot.
+  ServerOptions InProcessOneSlotOptions() const {
+    ServerOptions options = MockServerOptions();
+    options.brokers = brokers_;
+    options.replication_factor = 1;
+    options.min_insync_replicas = 1;
+    options.topic_prefix = prefix_;
+    options.topic_count = 1;
+    options.partitions_per_topic = 1;
+    return options;
+  }
+
   std::string brokers_;
   std::string prefix_;  // of the test's topics
 };
