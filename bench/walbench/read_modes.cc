@@ -159,7 +159,8 @@ void Bench::Replay() {
   const int64_t start = ns->next_entry_id();
   const uint64_t total = static_cast<uint64_t>(absl::GetFlag(FLAGS_replay_mib)) << 20;
   const int batch = 64;
-  uint64_t written = 0, written_first = 0;  // in all, and of namespace 1
+  uint64_t written = 0;
+  std::vector<uint64_t> written_of(count + 1, 0);  // entry bytes of each namespace
   for (int round = 0; written < total; ++round) {
     wal::v1::AppendRequest request;
     for (int i = 0; i < batch; ++i) {
@@ -167,7 +168,7 @@ void Bench::Replay() {
       e->set_namespace_id(1 + (round * batch + i) % count);
       e->set_data(payload);
       written += payload.size();
-      if (e->namespace_id() == 1) written_first += payload.size();
+      written_of[e->namespace_id()] += payload.size();
     }
     Must(c->Append(request).status(), "append");
   }
@@ -187,37 +188,37 @@ void Bench::Replay() {
                  }),
          "read");
     one.push_back(duration<double>(Clock::now() - t0).count());
-    MustDeliver(got_first, written_first, "read of namespace 1");
+    MustDeliver(got_first, written_of[1], "read of namespace 1");
     uint64_t bytes = 0;
     raw.push_back(RawScan(ns->topic(), ns->partition(), start, end, &bytes));
     t0 = Clock::now();
     std::vector<std::thread> readers;
-    std::atomic<uint64_t> got_all{0};
     for (int r = 1; r <= count; ++r) {
       readers.emplace_back([&, r] {
         wal::ReadOptions ro;
         ro.namespace_id = r;
+        uint64_t got = 0;
         Must(c->Read(ro,
                      [&](wal::v1::Entry& e) {
-                       got_all += e.data().size();
+                       got += e.data().size();
                        return true;
                      }),
              "read");
+        MustDeliver(got, written_of[r], "one of the reads of every namespace at once");
       });
     }
     for (auto& t : readers) t.join();
     all.push_back(duration<double>(Clock::now() - t0).count());
-    MustDeliver(got_all.load(), written, "reads of every namespace at once");
     // The same namespaces on one ReadMany stream, as a datanode opens its regions.
     t0 = Clock::now();
     wal::ReadManyOptions read_many;
     for (int r = 1; r <= count; ++r) read_many.namespaces.push_back({uint64_t(r), 0, 0});
     int ended = 0;
-    uint64_t got_many = 0;
+    std::vector<uint64_t> got_of(count + 1, 0);
     Must(c->ReadMany(
              read_many,
              [&](wal::v1::Entry& e) {
-               got_many += e.data().size();
+               got_of.at(e.namespace_id()) += e.data().size();
                return true;
              },
              [&](const wal::v1::ReadEnd& end) {
@@ -228,7 +229,7 @@ void Bench::Replay() {
          "ReadMany");
     if (ended != count) Must(absl::InternalError("not every namespace ended"), "ReadMany");
     many.push_back(duration<double>(Clock::now() - t0).count());
-    MustDeliver(got_many, written, "ReadMany of every namespace");
+    for (int r = 1; r <= count; ++r) MustDeliver(got_of[r], written_of[r], "ReadMany, a namespace");
   }
   // What delivering the slot's bytes costs without any sharing: the same bytes written to the
   // only namespace of a slot of their own, read back by one stream. Replaying all namespaces
@@ -257,8 +258,15 @@ void Bench::Replay() {
     auto t0 = Clock::now();
     wal::ReadOptions read;
     read.namespace_id = 1;
-    Must(w->Read(read, [](wal::v1::Entry&) { return true; }), "read");
+    uint64_t got_whole = 0;
+    Must(w->Read(read,
+                 [&](wal::v1::Entry& e) {
+                   got_whole += e.data().size();
+                   return true;
+                 }),
+         "read");
     whole_times.push_back(duration<double>(Clock::now() - t0).count());
+    MustDeliver(got_whole, written, "one stream");
     t0 = Clock::now();
     wal::ReadManyOptions read_many;
     for (int r = 1; r <= empty + 1; ++r) read_many.namespaces.push_back({uint64_t(r), 0, 0});

@@ -102,7 +102,7 @@ class SlotScan : public std::enable_shared_from_this<SlotScan> {
   // The index is worth a seek (a fetch round trip) past at least this many records, and
   // ReaderOptions::index_min_skip_bytes.
   static constexpr int64_t kMinSkip = 32;
-  // SkipAhead costs a lookup per member: it looks again one record on per this many members,
+  // SkipAhead costs up to a lookup per member: it looks again one record on per this many members,
   // and at most kMaxRecheck records on (another scan may have indexed what lies ahead).
   static constexpr int64_t kMembersPerRecheck = 8;
   static constexpr int64_t kMaxRecheck = 4096;
