@@ -47,6 +47,9 @@ constexpr Family kFamilies[] = {
     {"walserver_read_index_skips_total", "counter",
      "Times a scan went past records of its slot that the slot's index says none of its reads "
      "needs; what is skipped shows as walserver_read_scanned_bytes_total not rising."},
+    {"walserver_read_fetch_size_changes_total", "counter",
+     "Times a scan changed to narrow fetches (it skips) or back to wide ones (it reads every "
+     "record again)."},
     {"walserver_read_torn_entries_total", "counter",
      "Split entries reads gave up on because the slot showed they can never complete (their "
      "writer crashed or failed mid-entry)."},
@@ -324,6 +327,8 @@ std::string Metrics::Render() const {
   w.Sample("walserver_read_scan_detaches_total", {},
            static_cast<double>(read_scan_detaches.load()));
   w.Sample("walserver_read_index_skips_total", {}, static_cast<double>(read_index_skips.load()));
+  w.Sample("walserver_read_fetch_size_changes_total", {},
+           static_cast<double>(read_fetch_size_changes.load()));
   w.Sample("walserver_read_torn_entries_total", {}, static_cast<double>(read_torn_entries.load()));
   w.Sample("walserver_read_gaps_total", {}, static_cast<double>(read_gaps.load()));
   w.Sample("walserver_appends_fenced_total", {}, static_cast<double>(appends_fenced.load()));

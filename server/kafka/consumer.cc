@@ -1,6 +1,7 @@
 #include "server/kafka/consumer.h"
 
 #include <algorithm>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "server/common/deadline.h"
@@ -19,7 +20,9 @@ absl::StatusOr<std::unique_ptr<Consumer>> Consumer::Create(const KafkaProperties
   props["enable.auto.offset.store"] = "false";
   props["auto.offset.reset"] = "error";
   props["enable.partition.eof"] = "true";
-  if (!props.count("fetch.wait.max.ms")) props["fetch.wait.max.ms"] = "50";
+  if (!props.count("fetch.wait.max.ms")) {
+    props["fetch.wait.max.ms"] = std::to_string(kDefaultFetchWaitMs);
+  }
   // Kafka's CRC of each fetched batch: entries carry their own checksum, but a damaged record
   // header would otherwise read as a record of someone else's and be skipped without a word.
   if (!props.count("check.crcs")) props["check.crcs"] = "true";

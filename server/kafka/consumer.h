@@ -28,6 +28,10 @@ class Consumer {
  public:
   static absl::StatusOr<std::unique_ptr<Consumer>> Create(const KafkaProperties& properties,
                                                           std::string name);
+  // fetch.wait.max.ms unless the properties set it: how long a fetch at the partition's end
+  // waits at the broker for new records. Until it returns, the consumer fetches nothing else,
+  // also after it is assigned elsewhere.
+  static constexpr int kDefaultFetchWaitMs = 50;
   virtual ~Consumer();
 
   virtual absl::Status Assign(const std::string& topic, int32_t partition, int64_t offset);

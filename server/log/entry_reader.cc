@@ -1,10 +1,15 @@
 #include "server/log/entry_reader.h"
 
 #include <algorithm>
+#include <array>
+#include <chrono>
+#include <iterator>
 #include <limits>
+#include <string>
 #include <thread>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "server/common/deadline.h"
 #include "server/kafka/admin.h"
@@ -12,10 +17,37 @@
 #include "server/kafka/consumer.h"
 
 namespace wal {
+namespace {
+
+// `wide` for FetchSize::kWide, and the same with narrower fetches for kNarrow.
+std::array<KafkaProperties, 2> PropertiesByFetchSize(KafkaProperties wide,
+                                                     const ReaderOptions& options) {
+  KafkaProperties narrow = wide;
+  int64_t configured = 1 << 20;  // librdkafka's default
+  if (auto it = wide.find("fetch.message.max.bytes"); it != wide.end()) {
+    (void)absl::SimpleAtoi(it->second, &configured);
+  }
+  narrow["fetch.message.max.bytes"] =
+      std::to_string(std::min(configured, options.narrow_fetch_bytes));
+  return {std::move(wide), std::move(narrow)};
+}
+
+std::chrono::milliseconds FetchWait(const KafkaProperties& properties) {
+  int wait_ms = Consumer::kDefaultFetchWaitMs;
+  if (auto it = properties.find("fetch.wait.max.ms"); it != properties.end()) {
+    (void)absl::SimpleAtoi(it->second, &wait_ms);
+  }
+  return std::chrono::milliseconds(wait_ms);
+}
+
+}  // namespace
 
 EntryReader::EntryReader(KafkaProperties properties, ReaderOptions options, MetaStore* meta,
                          Metrics* metrics, std::string name)
-    : properties_(std::move(properties)), name_(std::move(name)), meta_(meta) {
+    : properties_(PropertiesByFetchSize(std::move(properties), options)),
+      fetch_wait_(FetchWait(properties_[0])),
+      name_(std::move(name)),
+      meta_(meta) {
   context_.options = options;
   context_.truncated_before = [meta](uint64_t id, int64_t incarnation) {
     return meta->TruncatedBefore(id, incarnation);
@@ -26,7 +58,7 @@ EntryReader::EntryReader(KafkaProperties properties, ReaderOptions options, Meta
 EntryReader::~EntryReader() {
   std::unique_lock<std::mutex> lock(mu_);
   idle_cv_.wait(lock, [this] { return running_ == 0 && scans_running_ == 0; });
-  idle_consumers_.clear();
+  for (auto& idle : idle_consumers_) idle.clear();
 }
 
 absl::Status EntryReader::Start(ReadParams params, std::shared_ptr<ReadSink> sink) {
@@ -59,23 +91,33 @@ absl::Status EntryReader::Launch(std::shared_ptr<ReadSink> sink,
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<Consumer>> EntryReader::AcquireConsumer() {
+absl::StatusOr<std::unique_ptr<Consumer>> EntryReader::AcquireConsumer(FetchSize size) {
+  const auto kind = static_cast<size_t>(size);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!idle_consumers_.empty()) {
-      auto consumer = std::move(idle_consumers_.back());
-      idle_consumers_.pop_back();
+    auto& idle = idle_consumers_[kind];
+    const Clock::time_point now = Clock::now();
+    for (auto it = idle.rbegin(); it != idle.rend(); ++it) {
+      if (it->ready_at > now) continue;
+      auto consumer = std::move(it->consumer);
+      idle.erase(std::next(it).base());
       return consumer;
     }
   }
-  return Consumer::Create(properties_, absl::StrCat(name_, "-reader-", consumers_made_++));
+  return Consumer::Create(
+      properties_[kind],
+      absl::StrCat(name_, size == FetchSize::kNarrow ? "-narrow-reader-" : "-reader-",
+                   consumers_made_++));
 }
 
-void EntryReader::ReleaseConsumer(std::unique_ptr<Consumer> consumer) {
+void EntryReader::ReleaseConsumer(std::unique_ptr<Consumer> consumer, FetchSize size,
+                                  bool fetch_may_wait) {
   if (!consumer->Unassign().ok()) return;  // a consumer in doubt is not reused
+  const Clock::time_point now = Clock::now();
   std::lock_guard<std::mutex> lock(mu_);
-  if (idle_consumers_.size() < context_.options.max_idle_consumers) {
-    idle_consumers_.push_back(std::move(consumer));
+  auto& idle = idle_consumers_[static_cast<size_t>(size)];
+  if (idle.size() < context_.options.max_idle_consumers) {
+    idle.push_back(IdleConsumer{std::move(consumer), fetch_may_wait ? now + fetch_wait_ : now});
   }
 }
 

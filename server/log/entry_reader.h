@@ -14,7 +14,9 @@
 // (slot_scan.h, WaitForPullingClients and WaitForSlowClients).
 #pragma once
 
+#include <array>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -85,10 +87,22 @@ class EntryReader : private ScanHost {
   // `shared` false, always starts a scan that no other read joins.
   void Join(const std::shared_ptr<ReadMember>& member, bool shared);
   void ScanEnded(SlotScan* scan) override;
-  absl::StatusOr<std::unique_ptr<Consumer>> AcquireConsumer() override;
-  void ReleaseConsumer(std::unique_ptr<Consumer> consumer) override;
+  // Takes an idle consumer of `size` that no fetch holds up (see IdleConsumer), else makes one.
+  absl::StatusOr<std::unique_ptr<Consumer>> AcquireConsumer(FetchSize size) override;
+  void ReleaseConsumer(std::unique_ptr<Consumer> consumer, FetchSize size,
+                       bool fetch_may_wait) override;
 
-  const KafkaProperties properties_;
+  // A consumer released at a partition's end may have a fetch waiting at the broker for up to
+  // fetch.wait.max.ms; assigned again before it returns, it fetches nothing until then (a read
+  // that skips once waited 40 ms for its first record). It is not taken before ready_at.
+  struct IdleConsumer {
+    std::unique_ptr<Consumer> consumer;
+    Clock::time_point ready_at;
+  };
+
+  // The consumers' properties by FetchSize.
+  const std::array<KafkaProperties, 2> properties_;
+  const std::chrono::milliseconds fetch_wait_;
   const std::string name_;
   MetaStore* const meta_;
   ReadContext context_;
@@ -98,7 +112,8 @@ class EntryReader : private ScanHost {
   std::condition_variable idle_cv_;
   size_t running_ ABSL_GUARDED_BY(mu_) = 0;  // reads (capped by max_concurrent_reads)
   size_t scans_running_ ABSL_GUARDED_BY(mu_) = 0;
-  std::vector<std::unique_ptr<Consumer>> idle_consumers_ ABSL_GUARDED_BY(mu_);
+  // By FetchSize.
+  std::array<std::vector<IdleConsumer>, 2> idle_consumers_ ABSL_GUARDED_BY(mu_);
   // The joinable scan of each slot (the newest); older ones finish on their own.
   std::map<Slot, std::shared_ptr<SlotScan>> scans_ ABSL_GUARDED_BY(mu_);
 };

@@ -73,6 +73,10 @@ struct ReaderOptions {
   // A scan goes past no fewer bytes than this at once: a seek costs a fetch round trip, about
   // what reading a MiB costs, so a namespace spread thinly over its slot is read through.
   uint64_t index_min_skip_bytes = 1 << 20;
+  // fetch.message.max.bytes of a scan that skips (FetchSize::kNarrow; at most the configured
+  // one): a 1% namespace in runs of 26 KiB costs 1.3 bytes fetched per byte delivered at 16 KiB,
+  // 4.9 at 64 KiB (docs/BENCHMARKS.md).
+  int64_t narrow_fetch_bytes = 16 << 10;
 };
 
 // Entry bytes all the reads of one ReadMany may have waiting for its client together, and the

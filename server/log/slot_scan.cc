@@ -32,7 +32,7 @@ void SlotScan::Run() {
   std::this_thread::sleep_for(kJoinWindow);
   absl::Status status = Scan();
   RecordCovered();
-  if (consumer_) host_->ReleaseConsumer(std::move(consumer_));
+  if (consumer_) host_->ReleaseConsumer(std::move(consumer_), fetch_size_, FetchMayWait());
   // Whatever is left ends with the scan's error.
   std::vector<std::shared_ptr<ReadMember>> left;
   {
@@ -97,7 +97,7 @@ absl::Status SlotScan::Start() {
     start = FirstNeeded(pending_);
     position_ = first_start_ = start;
   }
-  auto acquired = host_->AcquireConsumer();
+  auto acquired = host_->AcquireConsumer(fetch_size_);
   if (!acquired.ok()) return acquired.status();
   consumer_ = std::move(*acquired);
   next_ = furthest_ = covered_from_ = start;
@@ -136,6 +136,7 @@ absl::Status SlotScan::Rewind(int64_t to) {
 }
 
 void SlotScan::OnEndOfPartition(int64_t offset) {
+  known_end_ = std::max(known_end_, offset);
   next_ = std::max(next_, offset);
   RecordCovered();  // reads starting now find the slot indexed up to its end
   AllIdle(true, absl::OkStatus());
@@ -232,6 +233,7 @@ void SlotScan::OnRecord(const rd_kafka_message_t& msg) {
   }
   const std::optional<uint64_t> key = DecodeKey(msg.key, msg.key_len);
   covered_bytes_ += msg.len;
+  bytes_since_skip_ += static_cast<int64_t>(msg.len);
   if (key && index_ != nullptr) {
     seen_.push_back(SlotIndex::Seen{*key, msg.offset});
     if (seen_.size() >= kRecordEvery) RecordCovered();
@@ -285,6 +287,7 @@ void SlotScan::Reindex() {
       bounded_end_ = std::max(bounded_end_, m->end());
     }
   }
+  known_end_ = std::max(known_end_, bounded_end_);
   changed_ = false;
   // The reads changed, and so may what the scan can skip.
   recheck_at_ = std::max(next_, no_seek_before_);
@@ -407,6 +410,15 @@ absl::Status SlotScan::SkipAhead() {
     // often would cost more than reading a few records more.
     const auto least = next_ + 1 + static_cast<int64_t>(members_.size()) / kMembersPerRecheck;
     recheck_at_ = std::clamp(recheck, least, std::max(least, next_ + kMaxRecheck));
+    if (fetch_size_ == FetchSize::kNarrow && bytes_since_skip_ >= kWideAgainAfterBytes) {
+      bytes_since_skip_ = 0;
+      // Where the scan is (position_ is next_ already): only the fetches change.
+      if (!FetchFrom(next_, FetchSize::kWide).ok()) {
+        recheck_at_ = no_seek_before_ = next_ + kMaxRecheck;
+        return consumer_->Assign(slot_.topic, slot_.partition, next_);
+      }
+      recheck_at_ = std::max(recheck_at_, no_seek_before_);
+    }
     return absl::OkStatus();
   }
   if (context_->before_skip_for_test) context_->before_skip_for_test();
@@ -417,7 +429,7 @@ absl::Status SlotScan::SkipAhead() {
     if (!pending_.empty() || !rewinding_.empty()) return absl::OkStatus();  // admitted first
     position_ = target;
   }
-  if (!consumer_->Seek(slot_.topic, slot_.partition, target).ok()) {
+  if (!FetchFrom(target, FetchSize::kNarrow).ok()) {
     // Only a shortcut: read on from next_ instead. A seek that timed out may still take effect
     // later, so the partition is assigned again at next_, which settles where the fetcher is.
     // Reads that joined meanwhile saw the scan at `target`: those behind it wait in
@@ -431,8 +443,10 @@ absl::Status SlotScan::SkipAhead() {
   }
   // What lies between is indexed already: the scan's cover goes on unbroken.
   RecordCovered();
-  next_ = covered_from_ = recheck_at_ = target;
+  next_ = covered_from_ = target;
+  recheck_at_ = std::max(target, no_seek_before_);
   furthest_ = std::max(furthest_, next_);
+  bytes_since_skip_ = 0;
   ++context_->metrics->read_index_skips;
   // Members whose range ended in the stretch skipped finish now.
   if (next_ >= min_end_) {
@@ -441,6 +455,22 @@ absl::Status SlotScan::SkipAhead() {
     }
     changed_ = true;
   }
+  return absl::OkStatus();
+}
+
+absl::Status SlotScan::FetchFrom(int64_t offset, FetchSize size) {
+  if (size == fetch_size_) return consumer_->Seek(slot_.topic, slot_.partition, offset);
+  auto acquired = host_->AcquireConsumer(size);
+  if (!acquired.ok()) return acquired.status();
+  if (absl::Status s = (*acquired)->Assign(slot_.topic, slot_.partition, offset); !s.ok()) {
+    host_->ReleaseConsumer(std::move(*acquired), size, false);
+    return s;
+  }
+  host_->ReleaseConsumer(std::exchange(consumer_, std::move(*acquired)), fetch_size_,
+                         FetchMayWait());
+  fetch_size_ = size;
+  no_seek_before_ = offset + 1;  // the fetcher starts with the first record
+  ++context_->metrics->read_fetch_size_changes;
   return absl::OkStatus();
 }
 

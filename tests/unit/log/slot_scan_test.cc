@@ -86,15 +86,28 @@ class FakeHost : public ScanHost {
   int64_t low = 0;
   bool records_below_low_were_pruned = false;
   bool seeks_fail = false;
+  bool narrow_consumers_fail = false;
   std::atomic<int> consumers_acquired{0};
   std::atomic<int> consumers_released{0};
   std::atomic<int> scans_ended{0};
+  // The fetch sizes of the consumers acquired, in order.
+  std::mutex sizes_mu;
+  std::vector<FetchSize> sizes_acquired;
 
-  absl::StatusOr<std::unique_ptr<Consumer>> AcquireConsumer() override {
+  absl::StatusOr<std::unique_ptr<Consumer>> AcquireConsumer(FetchSize size) override {
+    if (size == FetchSize::kNarrow && narrow_consumers_fail) {
+      return absl::UnavailableError("no narrow consumer");
+    }
     ++consumers_acquired;
+    {
+      std::lock_guard<std::mutex> lock(sizes_mu);
+      sizes_acquired.push_back(size);
+    }
     return std::unique_ptr<Consumer>(new FakeSlotConsumer(&records, low, seeks_fail));
   }
-  void ReleaseConsumer(std::unique_ptr<Consumer>) override { ++consumers_released; }
+  void ReleaseConsumer(std::unique_ptr<Consumer>, FetchSize, bool) override {
+    ++consumers_released;
+  }
   absl::StatusOr<int64_t> LowWatermark(const Slot&, Clock::time_point) override { return low; }
   absl::Status PrunedOrLost(const Slot&, int64_t from, int64_t to, Clock::time_point) override {
     if (records_below_low_were_pruned) return absl::OkStatus();
@@ -563,23 +576,70 @@ TEST_F(SlotScanTest, AReadJoiningAsTheScanIsAboutToSkipGetsWhatTheSkipWouldPass)
   EXPECT_EQ(joiner_sink->ids(), std::vector<uint64_t>{joiners_id});
 }
 
-TEST_F(SlotScanTest, AScanThatCannotSeekReadsThroughWhatTheIndexWouldSkip) {
+TEST_F(SlotScanTest, AScanFetchesNarrowOnceItSkipsAndWideAgainWhereItWantsEveryRecord) {
+  // Namespace 1: two entries with 2,000 records of namespace 2 after each, then 6,000 entries
+  // (2.4 MB) of its own. Its read skips twice, then wants every record for more than
+  // kWideAgainAfterBytes.
+  context_.options.index_min_skip_bytes = 0;
+  std::vector<std::string> one;
+  for (int run = 0; run < 2; ++run) {
+    Append(1, one.emplace_back("sparse " + std::to_string(run)));
+    for (int i = 0; i < 2000; ++i) Append(2, std::string(100, 'b'));
+  }
+  for (int i = 0; i < 6000; ++i) Append(1, one.emplace_back(std::string(400, 'a')));
+  auto big = std::make_shared<RecordingSink>();
+  RunScan({Read(2, 0, big)});  // indexes the slot; nothing to skip, so wide throughout
+  ASSERT_EQ(big->WaitFinished(seconds(10)), absl::OkStatus());
+  JoinThreads();
+  EXPECT_EQ(host_.sizes_acquired, std::vector<FetchSize>{FetchSize::kWide});
+
+  host_.sizes_acquired.clear();
+  auto sink = std::make_shared<RecordingSink>();
+  RunScan({Read(1, 0, sink)});
+  ASSERT_EQ(sink->WaitFinished(seconds(10)), absl::OkStatus());
+  JoinThreads();
+  EXPECT_EQ(sink->data(), one);
+  EXPECT_EQ(metrics_.read_index_skips.load(), 2u);
+  // Wide from the start, narrow at the first skip (the second seeks the narrow consumer), wide
+  // again in the dense part.
+  EXPECT_EQ(host_.sizes_acquired,
+            (std::vector<FetchSize>{FetchSize::kWide, FetchSize::kNarrow, FetchSize::kWide}));
+  EXPECT_EQ(metrics_.read_fetch_size_changes.load(), 2u);
+  EXPECT_EQ(host_.consumers_released.load(), host_.consumers_acquired.load());
+}
+
+TEST_F(SlotScanTest, AScanThatCannotMoveItsFetchesReadsThroughWhatTheIndexWouldSkip) {
   context_.options.index_min_skip_bytes = 0;
   std::vector<std::string> small;
-  Append(1, small.emplace_back("small 0"));
-  for (int i = 0; i < 1000; ++i) Append(2, std::string(100, 'b'));
-  Append(1, small.emplace_back("small 1"));
+  for (int run = 0; run < 2; ++run) {
+    Append(1, small.emplace_back("small " + std::to_string(run)));
+    for (int i = 0; i < 1000; ++i) Append(2, std::string(100, 'b'));
+  }
+  Append(1, small.emplace_back("small 2"));
   auto big = std::make_shared<RecordingSink>();
   RunScan({Read(2, 0, big)});
   ASSERT_EQ(big->WaitFinished(seconds(10)), absl::OkStatus());
   host_.seeks_fail = true;
-  const uint64_t scanned_before = metrics_.read_scanned_bytes.load();
+
+  // The first skip takes a narrow consumer (assigned, not sought); the second would seek it.
+  uint64_t scanned_before = metrics_.read_scanned_bytes.load();
   auto sink = std::make_shared<RecordingSink>();
   RunScan({Read(1, 0, sink)});
   ASSERT_EQ(sink->WaitFinished(seconds(10)), absl::OkStatus());
   EXPECT_EQ(sink->data(), small);
-  EXPECT_EQ(metrics_.read_index_skips.load(), 0u);
-  EXPECT_GT(metrics_.read_scanned_bytes.load() - scanned_before, 1000 * 100u) << "read through";
+  EXPECT_EQ(metrics_.read_index_skips.load(), 1u);
+  const uint64_t one_gap = metrics_.read_scanned_bytes.load() - scanned_before;
+  EXPECT_GT(one_gap, 1000 * 100u) << "the second gap read through";
+
+  // No narrow consumer to be had either: both gaps are read through.
+  host_.narrow_consumers_fail = true;
+  scanned_before = metrics_.read_scanned_bytes.load();
+  sink = std::make_shared<RecordingSink>();
+  RunScan({Read(1, 0, sink)});
+  ASSERT_EQ(sink->WaitFinished(seconds(10)), absl::OkStatus());
+  EXPECT_EQ(sink->data(), small);
+  EXPECT_EQ(metrics_.read_index_skips.load(), 1u);
+  EXPECT_GT(metrics_.read_scanned_bytes.load() - scanned_before, one_gap + 1000 * 100u);
 }
 
 }  // namespace
