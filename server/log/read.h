@@ -57,7 +57,7 @@ struct ReadParams {
 
 struct ReaderOptions {
   size_t max_concurrent_reads = 64;
-  size_t max_idle_consumers = 4;
+  size_t max_idle_consumers = 4;  // of each FetchSize
   uint64_t max_entry_bytes = 64 << 20;
   size_t batch_bytes = 1 << 20;  // a response message carries about this much
   // Entry bytes a read may have waiting for its client. A read whose client falls further

@@ -128,7 +128,15 @@ bool SlotScan::Admit(int64_t* rewind_to) {
 }
 
 absl::Status SlotScan::Rewind(int64_t to) {
-  if (absl::Status s = consumer_->Seek(slot_.topic, slot_.partition, to); !s.ok()) return s;
+  // A consumer assigned just now (a change of fetch size at a skip) answers a seek with _STATE
+  // until its fetcher started; it is assigned again instead.
+  const bool just_assigned = next_ < no_seek_before_;
+  if (absl::Status s = just_assigned ? consumer_->Assign(slot_.topic, slot_.partition, to)
+                                     : consumer_->Seek(slot_.topic, slot_.partition, to);
+      !s.ok()) {
+    return s;
+  }
+  if (just_assigned) no_seek_before_ = to + 1;
   RecordCovered();
   next_ = covered_from_ = recheck_at_ = to;
   ++context_->metrics->read_scan_rewinds;
@@ -429,7 +437,8 @@ absl::Status SlotScan::SkipAhead() {
     if (!pending_.empty() || !rewinding_.empty()) return absl::OkStatus();  // admitted first
     position_ = target;
   }
-  if (!FetchFrom(target, FetchSize::kNarrow).ok()) {
+  // A skip past the end of every read needs no narrow consumer: the scan ends there.
+  if (!FetchFrom(target, target >= max_end_ ? fetch_size_ : FetchSize::kNarrow).ok()) {
     // Only a shortcut: read on from next_ instead. A seek that timed out may still take effect
     // later, so the partition is assigned again at next_, which settles where the fetcher is.
     // Reads that joined meanwhile saw the scan at `target`: those behind it wait in
@@ -459,19 +468,22 @@ absl::Status SlotScan::SkipAhead() {
 }
 
 absl::Status SlotScan::FetchFrom(int64_t offset, FetchSize size) {
-  if (size == fetch_size_) return consumer_->Seek(slot_.topic, slot_.partition, offset);
-  auto acquired = host_->AcquireConsumer(size);
-  if (!acquired.ok()) return acquired.status();
-  if (absl::Status s = (*acquired)->Assign(slot_.topic, slot_.partition, offset); !s.ok()) {
-    host_->ReleaseConsumer(std::move(*acquired), size, false);
-    return s;
+  if (size != fetch_size_) {
+    auto acquired = host_->AcquireConsumer(size);
+    if (acquired.ok()) {
+      if ((*acquired)->Assign(slot_.topic, slot_.partition, offset).ok()) {
+        host_->ReleaseConsumer(std::exchange(consumer_, std::move(*acquired)), fetch_size_,
+                               FetchMayWait());
+        fetch_size_ = size;
+        no_seek_before_ = offset + 1;  // the fetcher starts with the first record
+        ++context_->metrics->read_fetch_size_changes;
+        return absl::OkStatus();
+      }
+      host_->ReleaseConsumer(std::move(*acquired), size, false);
+    }
+    // Fetches of the size in use are only slower: the scan goes on with them.
   }
-  host_->ReleaseConsumer(std::exchange(consumer_, std::move(*acquired)), fetch_size_,
-                         FetchMayWait());
-  fetch_size_ = size;
-  no_seek_before_ = offset + 1;  // the fetcher starts with the first record
-  ++context_->metrics->read_fetch_size_changes;
-  return absl::OkStatus();
+  return consumer_->Seek(slot_.topic, slot_.partition, offset);
 }
 
 void SlotScan::RecordCovered() {

@@ -175,9 +175,9 @@ class SlotScan : public std::enable_shared_from_this<SlotScan> {
   absl::Status SkipAhead();
   // Tells the index that the scan read every record of [covered_from_, next_).
   void RecordCovered();
-  // Fetching goes on from `offset`, with fetches of `size`: the consumer's position moves (a
-  // seek) when its fetches are of that size, else a consumer of that size takes over there.
-  // On an error the scan still has a consumer, whose position is in doubt.
+  // Fetching goes on from `offset`, with fetches of `size`: a consumer of that size takes over
+  // there (assigned), or when it is of that size already or none can be had, the consumer's
+  // position moves (a seek). An error is the seek's: the consumer's position is in doubt.
   absl::Status FetchFrom(int64_t offset, FetchSize size);
   // For ReleaseConsumer. (A consumer that fetched ahead of next_ to the end is not seen.)
   bool FetchMayWait() const { return next_ >= known_end_; }

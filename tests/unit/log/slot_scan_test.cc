@@ -11,6 +11,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <random>
@@ -38,22 +39,27 @@ struct FakeRecord {
 // One slot's records in memory, from offset 0; offsets below `low` are gone.
 class FakeSlotConsumer : public Consumer {
  public:
-  FakeSlotConsumer(const std::vector<FakeRecord>* records, int64_t low, bool seeks_fail)
-      : records_(records), low_(low), seeks_fail_(seeks_fail) {}
+  FakeSlotConsumer(const std::vector<FakeRecord>* records, int64_t low, bool seeks_fail,
+                   std::function<void()> on_assign)
+      : records_(records), low_(low), seeks_fail_(seeks_fail), on_assign_(std::move(on_assign)) {}
 
   absl::Status Assign(const std::string&, int32_t, int64_t offset) override {
     position_ = offset;
+    polled_since_assign_ = false;
+    if (on_assign_) on_assign_();
     return absl::OkStatus();
   }
   absl::Status Seek(const std::string&, int32_t, int64_t offset) override {
-    // As librdkafka answers while the partition's fetcher is not running.
-    if (seeks_fail_) return absl::FailedPreconditionError("_STATE");
+    // As librdkafka answers while the partition's fetcher is not running (also before it
+    // started after an assign).
+    if (seeks_fail_ || !polled_since_assign_) return absl::FailedPreconditionError("_STATE");
     position_ = offset;
     return absl::OkStatus();
   }
   absl::Status Unassign() override { return absl::OkStatus(); }
 
   Message Poll(int timeout_ms) override {
+    polled_since_assign_ = true;
     auto* m = new rd_kafka_message_t();
     std::memset(m, 0, sizeof(*m));
     m->offset = position_;
@@ -77,7 +83,9 @@ class FakeSlotConsumer : public Consumer {
   const std::vector<FakeRecord>* records_;
   const int64_t low_;
   const bool seeks_fail_;
+  const std::function<void()> on_assign_;
   int64_t position_ = 0;
+  bool polled_since_assign_ = false;
 };
 
 class FakeHost : public ScanHost {
@@ -87,6 +95,8 @@ class FakeHost : public ScanHost {
   bool records_below_low_were_pruned = false;
   bool seeks_fail = false;
   bool narrow_consumers_fail = false;
+  // Called when a narrow consumer is assigned, on the scan's thread.
+  std::function<void()> on_narrow_assign;
   std::atomic<int> consumers_acquired{0};
   std::atomic<int> consumers_released{0};
   std::atomic<int> scans_ended{0};
@@ -103,7 +113,8 @@ class FakeHost : public ScanHost {
       std::lock_guard<std::mutex> lock(sizes_mu);
       sizes_acquired.push_back(size);
     }
-    return std::unique_ptr<Consumer>(new FakeSlotConsumer(&records, low, seeks_fail));
+    return std::unique_ptr<Consumer>(new FakeSlotConsumer(
+        &records, low, seeks_fail, size == FetchSize::kNarrow ? on_narrow_assign : nullptr));
   }
   void ReleaseConsumer(std::unique_ptr<Consumer>, FetchSize, bool) override {
     ++consumers_released;
@@ -606,6 +617,49 @@ TEST_F(SlotScanTest, AScanFetchesNarrowOnceItSkipsAndWideAgainWhereItWantsEveryR
             (std::vector<FetchSize>{FetchSize::kWide, FetchSize::kNarrow, FetchSize::kWide}));
   EXPECT_EQ(metrics_.read_fetch_size_changes.load(), 2u);
   EXPECT_EQ(host_.consumers_released.load(), host_.consumers_acquired.load());
+}
+
+TEST_F(SlotScanTest, AReadJoiningBehindAScanThatJustChangedConsumersMakesItGoBack) {
+  // The scan's only read wants offsets 0 and 1002; it skips from 1 to 1002 by assigning a
+  // narrow consumer there. A read wanting offset 501 joins as that consumer is assigned, so
+  // behind the scan: the scan goes back for it before its new consumer fetched anything (a
+  // seek librdkafka would refuse then).
+  context_.options.index_min_skip_bytes = 0;
+  Append(1, "first");
+  for (int i = 0; i < 500; ++i) Append(2, std::string(100, 'b'));
+  const uint64_t joiners_id = Append(3, "joiner's");
+  for (int i = 0; i < 500; ++i) Append(2, std::string(100, 'b'));
+  Append(1, "last");
+  auto big = std::make_shared<RecordingSink>();
+  RunScan({Read(2, 0, big)});  // indexes the slot
+  ASSERT_EQ(big->WaitFinished(seconds(10)), absl::OkStatus());
+  JoinThreads();
+
+  auto sink = std::make_shared<RecordingSink>();
+  auto joiner_sink = std::make_shared<RecordingSink>();
+  auto scan = std::make_shared<SlotScan>(&host_, &context_, slot_, /*shared=*/true);
+  ASSERT_TRUE(scan->TryJoin(Read(1, 0, sink)));
+  std::shared_ptr<ReadMember> joiner = Read(3, 1, joiner_sink);
+  auto joined = std::make_shared<std::atomic<bool>>(false);
+  host_.on_narrow_assign = [scan, joiner, joined] {
+    if (joined->exchange(true)) return;
+    EXPECT_TRUE(scan->TryJoin(joiner));
+  };
+  {
+    std::lock_guard<std::mutex> lock(threads_mu_);
+    threads_.emplace_back([scan] { scan->Run(); });
+  }
+  EXPECT_EQ(sink->WaitFinished(seconds(10)), absl::OkStatus());
+  if (!joined->exchange(true)) {
+    joiner->Finish(absl::CancelledError("never joined"));  // so that its thread ends
+    ADD_FAILURE() << "no narrow consumer was assigned: the test proves nothing";
+  }
+  EXPECT_EQ(joiner_sink->WaitFinished(seconds(10)), absl::OkStatus());
+  JoinThreads();
+  host_.on_narrow_assign = nullptr;
+  EXPECT_EQ(sink->data(), (std::vector<std::string>{"first", "last"}));
+  EXPECT_EQ(joiner_sink->ids(), std::vector<uint64_t>{joiners_id});
+  EXPECT_GE(metrics_.read_scan_rewinds.load(), 1u);
 }
 
 TEST_F(SlotScanTest, AScanThatCannotMoveItsFetchesReadsThroughWhatTheIndexWouldSkip) {
