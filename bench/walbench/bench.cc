@@ -14,4 +14,17 @@ void Bench::Setup() {
   }
 }
 
+uint64_t ReadWhole(wal::Client& c, uint64_t ns) {
+  wal::ReadOptions read;
+  read.namespace_id = ns;
+  uint64_t bytes = 0;
+  Must(c.Read(read,
+              [&](wal::v1::Entry& e) {
+                bytes += e.data().size();
+                return true;
+              }),
+       "read");
+  return bytes;
+}
+
 }  // namespace walbench

@@ -4,6 +4,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -62,5 +63,8 @@ struct Bench {
   // The codecs of --codecs (compression_mode.cc).
   void Compression();
 };
+
+// Reads namespace `ns` whole through `c`; returns the entry bytes delivered (stops on an error).
+uint64_t ReadWhole(wal::Client& c, uint64_t ns);
 
 }  // namespace walbench

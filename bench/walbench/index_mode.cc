@@ -41,17 +41,9 @@ uint64_t LoopbackBytes() {
 // Seconds to read `ns` whole; `bytes` gets the entry bytes delivered, `loopback` (if not null)
 // the loopback bytes meanwhile.
 double TimeRead(wal::Client& c, uint64_t ns, uint64_t* bytes, uint64_t* loopback = nullptr) {
-  *bytes = 0;
   const uint64_t loopback_before = LoopbackBytes();
   const auto t0 = Clock::now();
-  wal::ReadOptions read;
-  read.namespace_id = ns;
-  Must(c.Read(read,
-              [&](wal::v1::Entry& e) {
-                *bytes += e.data().size();
-                return true;
-              }),
-       "read");
+  *bytes = ReadWhole(c, ns);
   const double seconds = duration<double>(Clock::now() - t0).count();
   if (loopback != nullptr) *loopback = LoopbackBytes() - loopback_before;
   return seconds;

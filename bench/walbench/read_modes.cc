@@ -178,15 +178,7 @@ void Bench::Replay() {
   std::vector<double> one, all, raw, many;
   for (int run = 0; run < runs; ++run) {
     auto t0 = Clock::now();
-    uint64_t got_first = 0;
-    wal::ReadOptions read;
-    read.namespace_id = 1;
-    Must(c->Read(read,
-                 [&](wal::v1::Entry& e) {
-                   got_first += e.data().size();
-                   return true;
-                 }),
-         "read");
+    const uint64_t got_first = ReadWhole(*c, 1);
     one.push_back(duration<double>(Clock::now() - t0).count());
     MustDeliver(got_first, written_of[1], "read of namespace 1");
     uint64_t bytes = 0;
@@ -195,16 +187,7 @@ void Bench::Replay() {
     std::vector<std::thread> readers;
     for (int r = 1; r <= count; ++r) {
       readers.emplace_back([&, r] {
-        wal::ReadOptions ro;
-        ro.namespace_id = r;
-        uint64_t got = 0;
-        Must(c->Read(ro,
-                     [&](wal::v1::Entry& e) {
-                       got += e.data().size();
-                       return true;
-                     }),
-             "read");
-        MustDeliver(got, written_of[r], "one of the reads of every namespace at once");
+        MustDeliver(ReadWhole(*c, r), written_of[r], "one of the reads of every namespace at once");
       });
     }
     for (auto& t : readers) t.join();
@@ -256,15 +239,7 @@ void Bench::Replay() {
   std::vector<double> whole_times, among_empty;
   for (int run = 0; run < runs; ++run) {
     auto t0 = Clock::now();
-    wal::ReadOptions read;
-    read.namespace_id = 1;
-    uint64_t got_whole = 0;
-    Must(w->Read(read,
-                 [&](wal::v1::Entry& e) {
-                   got_whole += e.data().size();
-                   return true;
-                 }),
-         "read");
+    const uint64_t got_whole = ReadWhole(*w, 1);
     whole_times.push_back(duration<double>(Clock::now() - t0).count());
     MustDeliver(got_whole, written, "one stream");
     t0 = Clock::now();
