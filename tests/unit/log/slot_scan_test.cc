@@ -179,6 +179,52 @@ class SlotScanTest : public ::testing::Test {
     return member;
   }
 
+  // Namespace 1 has entries at offsets 0 and 1002, namespace 3 one at 501, namespace 2 the
+  // records around them (indexed by a read of it first). A scan of namespace 1 from 0 skips from
+  // 1 to 1002; `set_hook` installs, on the scan's path, the call that makes a read of namespace
+  // 3 from offset 1 join. Both reads must get exactly their entries.
+  void ExpectAReadJoiningAtASkipGetsItsEntry(
+      const std::function<void(std::function<void()>)>& set_hook) {
+    context_.options.index_min_skip_bytes = 0;
+    Append(1, "first");
+    for (int i = 0; i < 500; ++i) Append(2, std::string(100, 'b'));
+    const uint64_t joiners_id = Append(3, "joiner's");
+    for (int i = 0; i < 500; ++i) Append(2, std::string(100, 'b'));
+    Append(1, "last");
+    auto big = std::make_shared<RecordingSink>();
+    RunScan({Read(2, 0, big)});
+    ASSERT_EQ(big->WaitFinished(seconds(10)), absl::OkStatus());
+    JoinThreads();
+
+    auto sink = std::make_shared<RecordingSink>();
+    auto joiner_sink = std::make_shared<RecordingSink>();
+    auto scan = std::make_shared<SlotScan>(&host_, &context_, slot_, /*shared=*/true);
+    ASSERT_TRUE(scan->TryJoin(Read(1, 0, sink)));
+    std::shared_ptr<ReadMember> joiner = Read(3, 1, joiner_sink);
+    // The hook holds what it uses (it may run until the scan ends); `joined` tells who came first.
+    auto joined = std::make_shared<std::atomic<bool>>(false);
+    set_hook([scan, joiner, joined] {
+      if (joined->exchange(true)) return;
+      EXPECT_TRUE(scan->TryJoin(joiner));
+    });
+    {
+      std::lock_guard<std::mutex> lock(threads_mu_);
+      threads_.emplace_back([scan] { scan->Run(); });
+    }
+    EXPECT_EQ(sink->WaitFinished(seconds(10)), absl::OkStatus());
+    // The skip is chosen at offset 1, long before the first read can finish.
+    if (!joined->exchange(true)) {
+      joiner->Finish(absl::CancelledError("never joined"));  // so that its thread ends
+      ADD_FAILURE() << "the hook never ran: the test proves nothing";
+    }
+    EXPECT_EQ(joiner_sink->WaitFinished(seconds(10)), absl::OkStatus());
+    JoinThreads();
+    set_hook(nullptr);
+    EXPECT_EQ(sink->data(), (std::vector<std::string>{"first", "last"}));
+    EXPECT_EQ(joiner_sink->data(), std::vector<std::string>{"joiner's"});
+    EXPECT_EQ(joiner_sink->ids(), std::vector<uint64_t>{joiners_id});
+  }
+
   std::shared_ptr<SlotScan> RunScan(const std::vector<std::shared_ptr<ReadMember>>& members,
                                     bool shared = true) {
     auto scan = std::make_shared<SlotScan>(&host_, &context_, slot_, shared);
@@ -545,46 +591,19 @@ TEST_F(SlotScanTest, ASmallNamespaceBehindAnotherOnesRecordsCostsOnlyItsOwnOnceI
 }
 
 TEST_F(SlotScanTest, AReadJoiningAsTheScanIsAboutToSkipGetsWhatTheSkipWouldPass) {
-  // The scan's only read wants offsets 0 and 1002; a read joining at offset 1 wants 501. The
-  // second joins (ahead of the scan, so not by a rewind) after the scan chose to skip from 1 to
-  // 1002 and before it published that: the skip must wait for it, not pass its record.
-  context_.options.index_min_skip_bytes = 0;
-  Append(1, "first");
-  for (int i = 0; i < 500; ++i) Append(2, std::string(100, 'b'));
-  const uint64_t joiners_id = Append(3, "joiner's");
-  for (int i = 0; i < 500; ++i) Append(2, std::string(100, 'b'));
-  Append(1, "last");
-  auto big = std::make_shared<RecordingSink>();
-  RunScan({Read(2, 0, big)});  // indexes the slot
-  ASSERT_EQ(big->WaitFinished(seconds(10)), absl::OkStatus());
+  // The joiner comes after the scan chose to skip and before it published that (ahead of the
+  // scan, so not by a rewind): the skip must wait for it, not pass its record.
+  ExpectAReadJoiningAtASkipGetsItsEntry(
+      [this](std::function<void()> join) { context_.before_skip_for_test = std::move(join); });
+}
 
-  auto sink = std::make_shared<RecordingSink>();
-  auto joiner_sink = std::make_shared<RecordingSink>();
-  auto scan = std::make_shared<SlotScan>(&host_, &context_, slot_, /*shared=*/true);
-  ASSERT_TRUE(scan->TryJoin(Read(1, 0, sink)));
-  std::shared_ptr<ReadMember> joiner = Read(3, 1, joiner_sink);
-  // The hook holds what it uses (it may run until the scan ends); `joined` tells who came first.
-  auto joined = std::make_shared<std::atomic<bool>>(false);
-  context_.before_skip_for_test = [scan, joiner, joined] {
-    if (joined->exchange(true)) return;
-    EXPECT_TRUE(scan->TryJoin(joiner));
-  };
-  {
-    std::lock_guard<std::mutex> lock(threads_mu_);
-    threads_.emplace_back([scan] { scan->Run(); });
-  }
-  EXPECT_EQ(sink->WaitFinished(seconds(10)), absl::OkStatus());
-  // The skip is chosen at offset 1, long before the first read can finish.
-  if (!joined->exchange(true)) {
-    joiner->Finish(absl::CancelledError("never joined"));  // so that its thread ends
-    ADD_FAILURE() << "the scan never skipped: the test proves nothing";
-  }
-  EXPECT_EQ(joiner_sink->WaitFinished(seconds(10)), absl::OkStatus());
-  JoinThreads();
-  context_.before_skip_for_test = nullptr;
-  EXPECT_EQ(sink->data(), (std::vector<std::string>{"first", "last"}));
-  EXPECT_EQ(joiner_sink->data(), std::vector<std::string>{"joiner's"});
-  EXPECT_EQ(joiner_sink->ids(), std::vector<uint64_t>{joiners_id});
+TEST_F(SlotScanTest, AReadJoiningBehindAScanThatJustChangedConsumersMakesItGoBack) {
+  // The skip is an assign of a narrow consumer at its target; the joiner comes as that happens,
+  // so behind the scan: the scan goes back for it before its new consumer fetched anything
+  // (when librdkafka refuses a seek).
+  ExpectAReadJoiningAtASkipGetsItsEntry(
+      [this](std::function<void()> join) { host_.on_narrow_assign = std::move(join); });
+  EXPECT_GE(metrics_.read_scan_rewinds.load(), 1u);
 }
 
 TEST_F(SlotScanTest, AScanFetchesNarrowOnceItSkipsAndWideAgainWhereItWantsEveryRecord) {
@@ -617,49 +636,6 @@ TEST_F(SlotScanTest, AScanFetchesNarrowOnceItSkipsAndWideAgainWhereItWantsEveryR
             (std::vector<FetchSize>{FetchSize::kWide, FetchSize::kNarrow, FetchSize::kWide}));
   EXPECT_EQ(metrics_.read_fetch_size_changes.load(), 2u);
   EXPECT_EQ(host_.consumers_released.load(), host_.consumers_acquired.load());
-}
-
-TEST_F(SlotScanTest, AReadJoiningBehindAScanThatJustChangedConsumersMakesItGoBack) {
-  // The scan's only read wants offsets 0 and 1002; it skips from 1 to 1002 by assigning a
-  // narrow consumer there. A read wanting offset 501 joins as that consumer is assigned, so
-  // behind the scan: the scan goes back for it before its new consumer fetched anything (a
-  // seek librdkafka would refuse then).
-  context_.options.index_min_skip_bytes = 0;
-  Append(1, "first");
-  for (int i = 0; i < 500; ++i) Append(2, std::string(100, 'b'));
-  const uint64_t joiners_id = Append(3, "joiner's");
-  for (int i = 0; i < 500; ++i) Append(2, std::string(100, 'b'));
-  Append(1, "last");
-  auto big = std::make_shared<RecordingSink>();
-  RunScan({Read(2, 0, big)});  // indexes the slot
-  ASSERT_EQ(big->WaitFinished(seconds(10)), absl::OkStatus());
-  JoinThreads();
-
-  auto sink = std::make_shared<RecordingSink>();
-  auto joiner_sink = std::make_shared<RecordingSink>();
-  auto scan = std::make_shared<SlotScan>(&host_, &context_, slot_, /*shared=*/true);
-  ASSERT_TRUE(scan->TryJoin(Read(1, 0, sink)));
-  std::shared_ptr<ReadMember> joiner = Read(3, 1, joiner_sink);
-  auto joined = std::make_shared<std::atomic<bool>>(false);
-  host_.on_narrow_assign = [scan, joiner, joined] {
-    if (joined->exchange(true)) return;
-    EXPECT_TRUE(scan->TryJoin(joiner));
-  };
-  {
-    std::lock_guard<std::mutex> lock(threads_mu_);
-    threads_.emplace_back([scan] { scan->Run(); });
-  }
-  EXPECT_EQ(sink->WaitFinished(seconds(10)), absl::OkStatus());
-  if (!joined->exchange(true)) {
-    joiner->Finish(absl::CancelledError("never joined"));  // so that its thread ends
-    ADD_FAILURE() << "no narrow consumer was assigned: the test proves nothing";
-  }
-  EXPECT_EQ(joiner_sink->WaitFinished(seconds(10)), absl::OkStatus());
-  JoinThreads();
-  host_.on_narrow_assign = nullptr;
-  EXPECT_EQ(sink->data(), (std::vector<std::string>{"first", "last"}));
-  EXPECT_EQ(joiner_sink->ids(), std::vector<uint64_t>{joiners_id});
-  EXPECT_GE(metrics_.read_scan_rewinds.load(), 1u);
 }
 
 TEST_F(SlotScanTest, AScanThatCannotMoveItsFetchesReadsThroughWhatTheIndexWouldSkip) {
