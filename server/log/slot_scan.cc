@@ -399,6 +399,12 @@ int64_t SlotScan::FirstNeeded(const std::vector<std::shared_ptr<ReadMember>>& me
 }
 
 absl::Status SlotScan::SkipAhead() {
+  if (next_ < no_seek_before_) {
+    // The consumer was assigned just now (a rewind, a change of fetch size) and would refuse a
+    // seek: the look waits for its first record.
+    recheck_at_ = no_seek_before_;
+    return absl::OkStatus();
+  }
   const int64_t min_skip =
       std::max(kMinSkip, index_->OffsetsHolding(context_->options.index_min_skip_bytes));
   int64_t target = SlotIndex::kNoEnd;

@@ -595,6 +595,7 @@ TEST_F(SlotScanTest, AReadJoiningAsTheScanIsAboutToSkipGetsWhatTheSkipWouldPass)
   // scan, so not by a rewind): the skip must wait for it, not pass its record.
   ExpectAReadJoiningAtASkipGetsItsEntry(
       [this](std::function<void()> join) { context_.before_skip_for_test = std::move(join); });
+  EXPECT_EQ(metrics_.read_scan_rewinds.load(), 0u) << "joined ahead, not by a rewind";
 }
 
 TEST_F(SlotScanTest, AReadJoiningBehindAScanThatJustChangedConsumersMakesItGoBack) {
@@ -604,6 +605,9 @@ TEST_F(SlotScanTest, AReadJoiningBehindAScanThatJustChangedConsumersMakesItGoBac
   ExpectAReadJoiningAtASkipGetsItsEntry(
       [this](std::function<void()> join) { host_.on_narrow_assign = std::move(join); });
   EXPECT_GE(metrics_.read_scan_rewinds.load(), 1u);
+  // 1 to 1002, then after the rewind 2 to 501 and 502 to 1002: the new consumer is not sought
+  // before it fetched (which would fail, and read through instead).
+  EXPECT_EQ(metrics_.read_index_skips.load(), 3u);
 }
 
 TEST_F(SlotScanTest, AScanFetchesNarrowOnceItSkipsAndWideAgainWhereItWantsEveryRecord) {
