@@ -216,6 +216,7 @@ void WalCore::StartReader(const ServerOptions& o, ReaderOptions reader_options) 
   reader_options.slot_index = o.read_index;
   reader_options.max_entry_bytes = max_entry_bytes_;
   reader_options.offsets_for_times = mock_ == nullptr;  // the mock cannot look up a time
+  reader_options.topic_ids = mock_ == nullptr;          // nor describe a topic
   KafkaProperties reader_kafka = kafka_;
   reader_kafka.erase("message.max.bytes");
   // A fetch's batches are decompressed all at once, and lz4 packs 1 MiB of one repeated byte

@@ -372,6 +372,36 @@ absl::Status RefusalStatus(const absl::Status& status) {
 
 }  // namespace
 
+absl::StatusOr<TopicId> QueryTopicId(rd_kafka_t* rk, const std::string& topic,
+                                     Clock::time_point deadline) {
+  const char* names[] = {topic.c_str()};
+  rd_kafka_TopicCollection_t* topics = rd_kafka_TopicCollection_of_topic_names(names, 1);
+  auto event = RunAdmin(rk, RD_KAFKA_ADMIN_OP_DESCRIBETOPICS, TimeoutMs(deadline),
+                        [&](rd_kafka_AdminOptions_t* options, rd_kafka_queue_t* queue) {
+                          rd_kafka_DescribeTopics(rk, topics, options, queue);
+                        });
+  rd_kafka_TopicCollection_destroy(topics);
+  if (!event.ok()) return event.status();
+  size_t count = 0;
+  const rd_kafka_TopicDescription_t** described = rd_kafka_DescribeTopics_result_topics(
+      rd_kafka_event_DescribeTopics_result(event->get()), &count);
+  if (count != 1) {
+    return absl::InternalError(absl::StrCat("describing topic ", topic, ": ", count, " answers"));
+  }
+  if (const rd_kafka_error_t* error = rd_kafka_TopicDescription_error(described[0]);
+      rd_kafka_error_code(error) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    return KafkaErrorToStatus(
+        rd_kafka_error_code(error),
+        absl::StrCat("describing topic ", topic, " (", rd_kafka_error_string(error), ")"));
+  }
+  TopicId id;
+  if (const rd_kafka_Uuid_t* uuid = rd_kafka_TopicDescription_topic_id(described[0])) {
+    id.high = static_cast<uint64_t>(rd_kafka_Uuid_most_significant_bits(uuid));
+    id.low = static_cast<uint64_t>(rd_kafka_Uuid_least_significant_bits(uuid));
+  }
+  return id;
+}
+
 absl::StatusOr<int64_t> DeleteRecordsBefore(rd_kafka_t* rk, const Slot& slot, int64_t before,
                                             Clock::time_point deadline) {
   const std::string& topic = slot.topic;

@@ -37,6 +37,18 @@ absl::StatusOr<Watermarks> QueryWatermarks(rd_kafka_t* rk, const Slot& slot,
 absl::StatusOr<int64_t> OffsetForTime(rd_kafka_t* rk, const Slot& slot, int64_t time_ms,
                                       Clock::time_point deadline);
 
+// A topic's id (Kafka's topic id): a topic deleted and made again under the same name gets
+// another. Zero from a Kafka too old to have topic ids.
+struct TopicId {
+  uint64_t high = 0;
+  uint64_t low = 0;
+  bool operator==(const TopicId& o) const { return high == o.high && low == o.low; }
+  bool operator!=(const TopicId& o) const { return !(*this == o); }
+};
+// The id of `topic` now (Kafka's DescribeTopics, a metadata request).
+absl::StatusOr<TopicId> QueryTopicId(rd_kafka_t* rk, const std::string& topic,
+                                     Clock::time_point deadline);
+
 // Deletes the records of a partition below `before` (Kafka's DeleteRecords); returns the new
 // low watermark. FAILED_PRECONDITION when the cluster refuses the call for good (a policy such
 // as cleanup.policy=compact, an ACL, a Kafka without it).

@@ -180,26 +180,48 @@ Clock::time_point EntryReader::CatchUpBy(Clock::time_point stop_at) {
   return Within(HalfwayTo(stop_at), kKafkaRequestTimeout);
 }
 
+void EntryReader::CheckIndex(const Slot& slot, const Watermarks& marks, int64_t indexed_end,
+                             Clock::time_point stop_at, SlotsSeen* seen) {
+  SlotIndex& index = context_.slot_indexes.Of(slot);
+  if (context_.options.topic_ids) {
+    auto id = seen->topic_ids.find(slot.topic);
+    if (id == seen->topic_ids.end()) {
+      // Bounded tighter than the read: without an answer the read goes on, only slower.
+      id = seen->topic_ids
+               .emplace(slot.topic, QueryTopicId(meta_->watermarks_client(), slot.topic,
+                                                 Within(stop_at, kTopicIdTimeout)))
+               .first;
+    }
+    // A topic made again has another id. Its end alone cannot tell: it may have grown past
+    // what the index covers.
+    if (id->second.ok()) {
+      index.OnLog(*id->second);
+    } else {
+      index.LogWentBack();  // which log this is cannot be told: trust none of the index
+    }
+  }
+  if (marks.high < indexed_end) index.LogWentBack();
+  index.ForgetBelow(marks.low);
+}
+
 absl::StatusOr<std::shared_ptr<ReadMember>> EntryReader::MakeMember(
     const ReadParams& params, const std::shared_ptr<ReadSink>& sink, Clock::time_point stop_at,
-    std::map<Slot, Watermarks>* marks_of, std::shared_ptr<DeliveryBell> bell) {
+    SlotsSeen* seen, std::shared_ptr<DeliveryBell> bell) {
   std::optional<NamespaceState> ns = meta_->Get(params.namespace_id);
   if (!ns) {
     return absl::NotFoundError(absl::StrCat("namespace ", params.namespace_id,
                                             " not found; create it with CreateNamespace"));
   }
   // The end of the log as seen now bounds a read without follow.
-  auto known = marks_of->find(ns->slot);
-  if (known == marks_of->end()) {
-    SlotIndex& index = context_.slot_indexes.Of(ns->slot);
-    const int64_t indexed_end = index.covered_end();  // before the query: ends only grow
+  auto known = seen->marks.find(ns->slot);
+  if (known == seen->marks.end()) {
+    // Before the query: ends only grow.
+    const int64_t indexed_end = context_.slot_indexes.Of(ns->slot).covered_end();
     absl::StatusOr<Watermarks> marks = QueryWatermarks(meta_->watermarks_client(), ns->slot,
                                                        Within(stop_at, kKafkaRequestTimeout));
     if (!marks.ok()) return marks.status();
-    // The slot's index must not vouch for what is no longer there, nor for what was replaced.
-    if (marks->high < indexed_end) index.LogWentBack();
-    index.ForgetBelow(marks->low);
-    known = marks_of->emplace(ns->slot, *marks).first;
+    if (context_.options.slot_index) CheckIndex(ns->slot, *marks, indexed_end, stop_at, seen);
+    known = seen->marks.emplace(ns->slot, *marks).first;
   }
   const Watermarks& marks = known->second;
   const int64_t end = marks.high;
@@ -252,9 +274,9 @@ absl::Status EntryReader::Run(const ReadParams& params, const std::shared_ptr<Re
   // Stop a little before the caller's deadline, so the caller learns why.
   const auto stop_at = AnswerBy(params.deadline);
   if (absl::Status s = meta_->CatchUp(CatchUpBy(stop_at)); !s.ok()) return s;
-  std::map<Slot, Watermarks> marks;
+  SlotsSeen seen;
   absl::StatusOr<std::shared_ptr<ReadMember>> member =
-      MakeMember(params, sink, stop_at, &marks, nullptr);
+      MakeMember(params, sink, stop_at, &seen, nullptr);
   if (!member.ok()) return member.status();
   if (*member == nullptr) return absl::OkStatus();  // nothing to read
   Join(*member, /*shared=*/true);
@@ -287,7 +309,7 @@ absl::Status EntryReader::RunMany(const std::vector<ReadParams>& reads,
   // while the scan goes on (every member would otherwise send at the end).
   const size_t share = std::max(kReadManyMinQueueBytes, kReadManyQueueBytes / reads.size());
   auto budget = std::make_shared<QueueBudget>(kReadManyQueueBytes);
-  std::map<Slot, Watermarks> marks;  // one query per slot
+  SlotsSeen seen;
   std::vector<std::shared_ptr<ReadMember>> members;
   for (ReadParams params : reads) {
     if (sink->cancelled()) return absl::CancelledError("read cancelled");
@@ -296,7 +318,7 @@ absl::Status EntryReader::RunMany(const std::vector<ReadParams>& reads,
     params.batch_bytes = std::min(context_.options.batch_bytes, share / 2);
     params.call_budget = budget;
     absl::StatusOr<std::shared_ptr<ReadMember>> member =
-        MakeMember(params, sink, stop_at, &marks, bell);
+        MakeMember(params, sink, stop_at, &seen, bell);
     // A namespace that cannot be read (or has nothing to read) ends at once; the others go on.
     if (!member.ok() || *member == nullptr) {
       const absl::Status status = member.ok() ? absl::OkStatus() : member.status();

@@ -71,13 +71,24 @@ class EntryReader : private ScanHost {
   absl::Status RunMany(const std::vector<ReadParams>& reads, const std::shared_ptr<ReadSink>& sink);
   // How long a read may spend catching up with the metadata topic before it starts.
   static Clock::time_point CatchUpBy(Clock::time_point stop_at);
+  // How long a read waits for its topic's id (CheckIndex): a metadata round trip, which a
+  // controller that is down may hold up.
+  static constexpr std::chrono::milliseconds kTopicIdTimeout{1000};
+  // What one call learned of the slots it reads: Kafka is asked once per slot and topic.
+  struct SlotsSeen {
+    std::map<Slot, Watermarks> marks;
+    std::map<std::string, absl::StatusOr<TopicId>> topic_ids;
+  };
   // Checks a read against its namespace (after the catch-up) and makes its member; nullptr when
-  // there is nothing to read. `marks_of` caches the slots' watermarks within one call.
+  // there is nothing to read.
   absl::StatusOr<std::shared_ptr<ReadMember>> MakeMember(const ReadParams& params,
                                                          const std::shared_ptr<ReadSink>& sink,
-                                                         Clock::time_point stop_at,
-                                                         std::map<Slot, Watermarks>* marks_of,
+                                                         Clock::time_point stop_at, SlotsSeen* seen,
                                                          std::shared_ptr<DeliveryBell> bell);
+  // The slot's index must vouch only for the log there is now: it is dropped when the topic
+  // was made again or the partition's end went back.
+  void CheckIndex(const Slot& slot, const Watermarks& marks, int64_t indexed_end,
+                  Clock::time_point stop_at, SlotsSeen* seen);
   // Records [from, low) of `slot` are missing from Kafka: OK if walserver pruned them (then no
   // live namespace had a readable entry there), else DATA_LOSS.
   absl::Status PrunedOrLost(const Slot& slot, int64_t from, int64_t low,

@@ -67,6 +67,10 @@ struct ReaderOptions {
   // A read from a time starts at the offset Kafka gives for that time (offsets-for-times) rather
   // than at the namespace's first entry. False on the mock cluster, which cannot answer it.
   bool offsets_for_times = true;
+  // Each read asks Kafka for its topics' ids, so that a slot's index built from a topic since
+  // made again is dropped (log/slot_index.h). False on the mock cluster, which has no
+  // controller to ask (and whose topics cannot be deleted).
+  bool topic_ids = true;
   // Scans skip the stretches of a slot that the slot's index says hold no record of their reads
   // (log/slot_index.h). Off: every scan reads every record, as before the index.
   bool slot_index = true;

@@ -4,9 +4,11 @@
 
 namespace wal {
 
-void SlotIndex::Record(int64_t from, int64_t to, const std::vector<Seen>& seen, uint64_t bytes) {
+void SlotIndex::Record(int64_t from, int64_t to, const std::vector<Seen>& seen, uint64_t bytes,
+                       uint64_t log_changes) {
   if (to <= from) return;
   std::lock_guard<std::mutex> lock(mu_);
+  if (log_changes != log_changes_) return;
   bytes_recorded_ += bytes;
   offsets_recorded_ += static_cast<uint64_t>(to - from);
   // Joins every stretch it meets or touches.
@@ -100,6 +102,20 @@ int64_t SlotIndex::covered_end() const {
 void SlotIndex::LogWentBack() {
   std::lock_guard<std::mutex> lock(mu_);
   Clear();
+  ++log_changes_;
+}
+
+void SlotIndex::OnLog(const TopicId& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (id == log_) return;
+  log_ = id;
+  Clear();
+  ++log_changes_;
+}
+
+uint64_t SlotIndex::log_changes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return log_changes_;
 }
 
 SlotIndex::Stretch SlotIndex::NextStretch(uint64_t namespace_id, int64_t from) const {

@@ -7,11 +7,13 @@
 // read every record of (SlotIndex::Record). Records in Kafka never move and nobody writes below
 // a partition's end, so a record of a namespace in such a stretch is one a scan saw and put in
 // the namespace's runs. Outside them (before the first scan, past their ends, below what Kafka
-// lost) nothing is vouched for and a scan reads every record. A partition whose end is found
-// below what the index covers (the topic made again, an unclean leader election) drops the
-// index (LogWentBack); one that went back and grew past it again before any read or scan looked
-// is not told apart (that needs the log's identity: a topic id or leader epoch). The index
-// lives only in memory: a restarted walserver builds it again from its first scans.
+// lost) nothing is vouched for and a scan reads every record. The index belongs to one log:
+// each read tells it the topic's id (OnLog), and a topic made again under the same name has
+// another, which drops the index, as does a partition whose end is found below what the index
+// covers (LogWentBack). A scan records only into the log it began on (log_changes). Not told
+// apart: an unclean leader election (off unless an operator turns it on) that grew the log past
+// the index again. The index lives only in memory: a restarted walserver builds it again from
+// its first scans.
 #pragma once
 
 #include <cstddef>
@@ -25,6 +27,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "server/common/slot.h"
+#include "server/kafka/admin.h"
 
 namespace wal {
 
@@ -65,8 +68,10 @@ class SlotIndex {
   static constexpr size_t kMaxStretches = 8;
 
   // A scan read every record of [from, to), `bytes` in all; `seen` are those walserver wrote, in
-  // any order. Joins the stretches it meets or touches.
-  void Record(int64_t from, int64_t to, const std::vector<Seen>& seen, uint64_t bytes);
+  // any order. Joins the stretches it meets or touches. Ignored when the log changed since the
+  // scan began (`log_changes`, log_changes() then): what it read may be of the old log.
+  void Record(int64_t from, int64_t to, const std::vector<Seen>& seen, uint64_t bytes,
+              uint64_t log_changes);
   // Records below `low` are gone from Kafka: no longer vouched for, so a read starting below
   // it meets the loss as it would without an index.
   void ForgetBelow(int64_t low);
@@ -75,6 +80,12 @@ class SlotIndex {
   int64_t covered_end() const;
   // Drops everything: none of it can be trusted.
   void LogWentBack();
+  // The topic's id as a read found it: when it is not the one the index was built under (the
+  // topic was made again), LogWentBack.
+  void OnLog(const TopicId& id);
+  // How many times the log changed (LogWentBack); a scan passes what it was when it began to
+  // Record.
+  uint64_t log_changes() const;
   Stretch NextStretch(uint64_t namespace_id, int64_t from) const;
   // About how many offsets of the slot hold `bytes`, from the records scans read (one offset
   // per byte before any).
@@ -95,6 +106,8 @@ class SlotIndex {
   // left by a forgotten stretch still holds only real records of its namespace).
   std::unordered_map<uint64_t, std::vector<Run>> runs_ ABSL_GUARDED_BY(mu_);
   size_t run_count_ ABSL_GUARDED_BY(mu_) = 0;
+  TopicId log_ ABSL_GUARDED_BY(mu_);
+  uint64_t log_changes_ ABSL_GUARDED_BY(mu_) = 0;
   // Of every stretch recorded, for OffsetsHolding.
   uint64_t bytes_recorded_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t offsets_recorded_ ABSL_GUARDED_BY(mu_) = 0;

@@ -102,6 +102,7 @@ absl::Status SlotScan::Start() {
   consumer_ = std::move(*acquired);
   next_ = furthest_ = covered_from_ = start;
   recheck_at_ = no_seek_before_ = start + 1;  // the fetcher starts with the first record
+  if (index_ != nullptr) log_changes_ = index_->log_changes();
   return consumer_->Assign(slot_.topic, slot_.partition, start);
 }
 
@@ -212,6 +213,7 @@ absl::Status SlotScan::OnLostRecords() {
     // end, which went back.
     if (*low <= next_) index_->LogWentBack();
     index_->ForgetBelow(*low);
+    log_changes_ = index_->log_changes();  // assigned again below: on the log there is now
   }
   next_ = std::max(next_, *low);
   covered_from_ = next_;
@@ -494,7 +496,7 @@ absl::Status SlotScan::FetchFrom(int64_t offset, FetchSize size) {
 
 void SlotScan::RecordCovered() {
   if (index_ == nullptr) return;
-  index_->Record(covered_from_, next_, seen_, covered_bytes_);
+  index_->Record(covered_from_, next_, seen_, covered_bytes_, log_changes_);
   seen_.clear();
   covered_bytes_ = 0;
   covered_from_ = next_;

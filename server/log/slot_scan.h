@@ -186,7 +186,8 @@ class SlotScan : public std::enable_shared_from_this<SlotScan> {
   ReadContext* const context_;
   const Slot slot_;
   const bool shared_;
-  SlotIndex* const index_;  // null when ReaderOptions::slot_index is off
+  SlotIndex* const index_;    // null when ReaderOptions::slot_index is off
+  uint64_t log_changes_ = 0;  // the index's when the scan began on the log it reads
 
   // The scan thread's.
   std::unique_ptr<Consumer> consumer_;

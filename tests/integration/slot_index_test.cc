@@ -410,5 +410,85 @@ TEST_F(SlotIndexTest, IndexedReadsGetWhatFullScansGetAcrossSidecarsKillsAndTrunc
   EXPECT_GT(marks->low, 0) << "nothing was pruned under the index";
 }
 
+// Deletes the test's data topic and waits until the broker no longer knows it.
+void DeleteTopic(rd_kafka_t* admin, const std::string& topic) {
+  rd_kafka_DeleteTopic_t* request = rd_kafka_DeleteTopic_new(topic.c_str());
+  rd_kafka_queue_t* queue = rd_kafka_queue_new(admin);
+  rd_kafka_DeleteTopics(admin, &request, 1, nullptr, queue);
+  rd_kafka_event_t* event = rd_kafka_queue_poll(queue, 30000);
+  ASSERT_NE(event, nullptr) << "deleting " << topic << " timed out";
+  size_t count = 0;
+  const rd_kafka_topic_result_t** results =
+      rd_kafka_DeleteTopics_result_topics(rd_kafka_event_DeleteTopics_result(event), &count);
+  ASSERT_EQ(count, 1u);
+  EXPECT_EQ(rd_kafka_topic_result_error(results[0]), RD_KAFKA_RESP_ERR_NO_ERROR)
+      << rd_kafka_topic_result_error_string(results[0]);
+  rd_kafka_event_destroy(event);
+  rd_kafka_queue_destroy(queue);
+  rd_kafka_DeleteTopic_destroy(request);
+  const auto deadline = Clock::now() + seconds(60);
+  while (Clock::now() < deadline) {
+    const rd_kafka_metadata_t* md = nullptr;
+    rd_kafka_topic_t* rkt = rd_kafka_topic_new(admin, topic.c_str(), nullptr);
+    const rd_kafka_resp_err_t err = rd_kafka_metadata(admin, 0, rkt, &md, 5000);
+    rd_kafka_topic_destroy(rkt);
+    const bool gone = err == RD_KAFKA_RESP_ERR_NO_ERROR && md->topic_cnt == 1 &&
+                      md->topics[0].err == RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC;
+    const bool gone_too = err == RD_KAFKA_RESP_ERR_NO_ERROR && md->topic_cnt == 1 &&
+                          md->topics[0].err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART;
+    if (md != nullptr) rd_kafka_metadata_destroy(md);
+    if (gone || gone_too) return;
+    std::this_thread::sleep_for(milliseconds(100));
+  }
+  FAIL() << topic << " was not deleted";
+}
+
+// The data topic deleted and made again (by the writer sidecar's start), and written past
+// where the indexed server's index ended before any read looked: the index was built from the
+// old log and must not be trusted for the new one, whose end alone cannot tell them apart.
+TEST_F(SlotIndexTest, ATopicMadeAgainIsNotReadThroughTheOldTopicsIndex) {
+  constexpr uint64_t kSmall = 1;
+  Client& indexed = *clients_[0];
+  ASSERT_TRUE(indexed.CreateNamespace(kSmall).ok());
+  ASSERT_TRUE(indexed.CreateNamespace(kBulk).ok());
+  // The old log: the small namespace's two entries with 2 MiB of the bulk one between them.
+  std::mt19937_64 rng(seed_);
+  std::vector<std::string> bulk;
+  for (int k = 0; k < 32; ++k) bulk.push_back(RandomData(rng, 64 << 10));
+  ASSERT_TRUE(indexed.Append(kSmall, {"old 0"}).ok());
+  ASSERT_TRUE(indexed.Append(kBulk, bulk).ok());
+  ASSERT_TRUE(indexed.Append(kSmall, {"old 1"}).ok());
+  const ReadCase small{kSmall, 0, 0};
+  ASSERT_EQ(ReadThrough(indexed, small).entries.size(), 2u);
+  ASSERT_EQ(ReadThrough(indexed, small).entries.size(), 2u);
+  ASSERT_GT(Skips(), 0u) << "the old log's index was never used: the test proves nothing";
+  const std::string topic = prefix_ + "_0";
+  auto old_marks = QueryWatermarks(admin_.get(), Slot{topic, 0}, Clock::now() + seconds(10));
+  ASSERT_TRUE(old_marks.ok()) << old_marks.status();
+
+  ASSERT_NO_FATAL_FAILURE(DeleteTopic(admin_.get(), topic));
+  ASSERT_TRUE(writer_->Restart().ok()) << "the writer sidecar makes its topics again";
+  // The new log, through the writer: the small namespace's entry where the old log held the
+  // bulk namespace's records, and the log longer than the old one.
+  Client& writer = *clients_[1];
+  std::vector<std::string> filler(40, std::string(100, 'f'));
+  ASSERT_TRUE(writer.Append(kBulk, filler).ok());
+  auto placed = writer.Append(kSmall, {"new 0"});
+  ASSERT_TRUE(placed.ok()) << placed.status();
+  while (true) {
+    auto marks = QueryWatermarks(admin_.get(), Slot{topic, 0}, Clock::now() + seconds(10));
+    ASSERT_TRUE(marks.ok()) << marks.status();
+    if (marks->high > old_marks->high) break;
+    ASSERT_TRUE(writer.Append(kBulk, filler).ok());
+  }
+  ASSERT_LT((*placed)[0], static_cast<uint64_t>(old_marks->high));
+
+  const ReadResult got = ReadThrough(indexed, small);
+  ASSERT_EQ(got.code, absl::StatusCode::kOk);
+  ASSERT_EQ(got.entries.size(), 1u) << Describe(got);
+  EXPECT_EQ(got.entries[0], std::make_pair((*placed)[0], std::string("new 0")));
+  EXPECT_EQ(got, ReadThrough(*Connect(reference_->address()), small));
+}
+
 }  // namespace
 }  // namespace wal::testing

@@ -590,6 +590,44 @@ TEST_F(SlotScanTest, ASmallNamespaceBehindAnotherOnesRecordsCostsOnlyItsOwnOnceI
   EXPECT_EQ(metrics_.read_index_skips.load(), 2u) << "past the other's two runs";
 }
 
+TEST_F(SlotScanTest, AScanBegunBeforeTheTopicWasMadeAgainTellsTheIndexNothing) {
+  context_.options.index_min_skip_bytes = 0;
+  std::vector<std::string> small;
+  Append(1, small.emplace_back("small 0"));
+  for (int i = 0; i < 1000; ++i) Append(2, std::string(100, 'b'));
+  Append(1, small.emplace_back("small 1"));
+  for (int i = 0; i < 1000; ++i) Append(2, std::string(100, 'b'));
+  SlotIndex& index = context_.slot_indexes.Of(slot_);
+  index.OnLog(TopicId{7, 1});
+  auto big = std::make_shared<RecordingSink>();
+  RunScan({Read(2, 0, big)});
+  ASSERT_EQ(big->WaitFinished(seconds(10)), absl::OkStatus());
+  JoinThreads();
+  ASSERT_FALSE(index.stretches().empty());
+
+  // A read finds the topic's id changed while the next scan runs (at its first skip, once it
+  // has read records before and will read more after).
+  std::atomic<bool> changed{false};
+  context_.before_skip_for_test = [&] {
+    if (!changed.exchange(true)) index.OnLog(TopicId{7, 2});
+  };
+  auto sink = std::make_shared<RecordingSink>();
+  RunScan({Read(1, 0, sink)});
+  ASSERT_EQ(sink->WaitFinished(seconds(10)), absl::OkStatus());
+  JoinThreads();
+  context_.before_skip_for_test = nullptr;
+  ASSERT_TRUE(changed.load()) << "the scan never skipped: the test proves nothing";
+  EXPECT_EQ(sink->data(), small);
+  EXPECT_TRUE(index.stretches().empty()) << "what the scan read may be of the old topic";
+
+  // A scan begun on the new one tells the index again.
+  auto again = std::make_shared<RecordingSink>();
+  RunScan({Read(2, 0, again)});
+  ASSERT_EQ(again->WaitFinished(seconds(10)), absl::OkStatus());
+  JoinThreads();
+  EXPECT_FALSE(index.stretches().empty());
+}
+
 TEST_F(SlotScanTest, AReadJoiningAsTheScanIsAboutToSkipGetsWhatTheSkipWouldPass) {
   // The joiner comes after the scan chose to skip and before it published that (ahead of the
   // scan, so not by a rewind): the skip must wait for it, not pass its record.
