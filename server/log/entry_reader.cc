@@ -306,7 +306,8 @@ absl::Status EntryReader::RunMany(const std::vector<ReadParams>& reads,
   auto bell = std::make_shared<DeliveryBell>();
   // The namespaces share one budget of queued bytes, which one of them may fill while the
   // others leave it room. Batches of half a share, smaller than a Read's, keep the client busy
-  // while the scan goes on (every member would otherwise send at the end).
+  // while the scan goes on (every member would otherwise send at the end); a read that fills
+  // them grows its batches (ReadMember::GrowBatch).
   const size_t share = std::max(kReadManyMinQueueBytes, kReadManyQueueBytes / reads.size());
   auto budget = std::make_shared<QueueBudget>(kReadManyQueueBytes);
   SlotsSeen seen;

@@ -35,6 +35,9 @@ struct QueueBudget {
   explicit QueueBudget(size_t limit) : limit(limit) {}
   const size_t limit;
   std::atomic<size_t> queued{0};
+  // Bytes by which the reads grew their batches past what they began with (ReadMember's
+  // GrowBatch); at most limit / 2, so that the batches being filled stay bounded too.
+  std::atomic<size_t> batch_growth{0};
 };
 
 struct ReadParams {

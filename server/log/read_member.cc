@@ -22,12 +22,16 @@ ReadMember::ReadMember(ReadContext* context, const ReadParams& params,
       caught_up_at_(end),
       queue_limit_(params.queue_bytes != 0 ? params.queue_bytes
                                            : context->options.read_queue_bytes),
-      batch_limit_(params.batch_bytes != 0 ? params.batch_bytes : context->options.batch_bytes),
       bell_(std::move(bell)),
       truncated_before_(ns_.truncated_before),
       // A fence before the start is not in the scanned range; the table knows its epoch.
       assembler_(context->options.max_entry_bytes, ns_.FencedEpochBefore(start)),
-      time_reached_(params.start_time_ms == 0) {}
+      time_reached_(params.start_time_ms == 0),
+      batch_limit_(params.batch_bytes != 0 ? params.batch_bytes : context->options.batch_bytes) {}
+
+ReadMember::~ReadMember() {
+  if (params_.call_budget) params_.call_budget->batch_growth -= batch_growth_;
+}
 
 void ReadMember::OnRecord(int64_t offset, uint64_t key, std::string_view value) {
   // Below next_offset_: seen already, delivered again after the scan went back for a joiner.
@@ -326,6 +330,7 @@ void ReadMember::TakeReady() {
       Finish(absl::OkStatus());
     } else if (batch_bytes_ >= batch_limit_) {
       Flush();
+      GrowBatch();
     }
   }
   ready_.clear();
@@ -344,6 +349,19 @@ void ReadMember::Flush() {
   batch_bytes_ = 0;
   cv_.notify_all();
   if (bell_) bell_->Ring();
+}
+
+void ReadMember::GrowBatch() {
+  QueueBudget* budget = params_.call_budget.get();
+  const size_t most = context_->options.batch_bytes;
+  if (budget == nullptr || batch_limit_ >= most) return;
+  const size_t more = std::min(batch_limit_, most - batch_limit_);
+  size_t grown = budget->batch_growth.load();
+  do {
+    if (grown + more > budget->limit / 2) return;
+  } while (!budget->batch_growth.compare_exchange_weak(grown, grown + more));
+  batch_limit_ += more;
+  batch_growth_ += more;
 }
 
 absl::Status ReadMember::Deleted() const {

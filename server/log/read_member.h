@@ -75,6 +75,7 @@ class ReadMember {
   ReadMember(ReadContext* context, const ReadParams& params, std::shared_ptr<ReadSink> sink,
              NamespaceState ns, int64_t start, int64_t end, Clock::time_point stop_at,
              std::shared_ptr<DeliveryBell> bell = nullptr);
+  ~ReadMember();
 
   uint64_t namespace_id() const { return params_.namespace_id; }
   const Slot& slot() const { return ns_.slot; }
@@ -159,6 +160,11 @@ class ReadMember {
   std::string CorruptMessage(int64_t id) const;
   // Queues the batch for the read's thread (scan thread); never waits.
   void Flush();
+  // After a batch filled: a read of a ReadMany doubles its batch, up to batch_bytes, while its
+  // call's budget has room for the growth. It began at half its share of the budget, which for
+  // a thousand namespaces is 32 KiB: one big namespace among empty ones then sent 32 times the
+  // messages of a Read, and took twice its time (docs/BENCHMARKS.md).
+  void GrowBatch();
   // Over the read's bound: its call's budget when it has one, else its own queue bound.
   bool FullLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Read thread: drops the entries of `batch` below `cut`, the truncation point now (it may
@@ -176,7 +182,6 @@ class ReadMember {
   const Clock::time_point stop_at_;
   const int64_t caught_up_at_;  // the end when the read began
   const size_t queue_limit_;    // read_queue_bytes; a ReadMany's reads go by call_budget
-  const size_t batch_limit_;    // batch_bytes, or less for a share
   const std::shared_ptr<DeliveryBell> bell_;
 
   // The scan thread's (one scan at a time; see the comment at the top).
@@ -189,6 +194,8 @@ class ReadMember {
   bool time_reached_;  // an entry at or after params_.start_time_ms was met (or there is none)
   v1::ReadResponse batch_;
   size_t batch_bytes_ = 0;
+  size_t batch_limit_;       // batch_bytes, or less for a share; grows (GrowBatch)
+  size_t batch_growth_ = 0;  // taken from the call's budget (QueueBudget::batch_growth)
   uint64_t sent_ = 0;
   absl::Status last_error_;
   Clock::time_point last_meta_check_ = Clock::now();

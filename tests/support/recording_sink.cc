@@ -14,6 +14,7 @@ bool RecordingSink::Send(v1::ReadResponse batch) {
   blocked_ = false;
   // Kept even when cancelled: a test that checks what arrived sees every batch the read sent.
   const auto now = Clock::now();
+  if (batch.entries_size() > 0) batch_sizes_.push_back(static_cast<size_t>(batch.entries_size()));
   for (v1::Entry& e : *batch.mutable_entries()) {
     entries_.push_back(std::move(e));
     arrived_.push_back(now);
@@ -72,6 +73,11 @@ absl::StatusOr<std::vector<v1::Entry>> RecordingSink::Wait(Clock::duration timeo
 size_t RecordingSink::received() const {
   std::lock_guard lock(mu_);
   return entries_.size();
+}
+
+std::vector<size_t> RecordingSink::batch_sizes() const {
+  std::lock_guard lock(mu_);
+  return batch_sizes_;
 }
 
 std::vector<v1::Entry> RecordingSink::entries() const {

@@ -47,6 +47,8 @@ class RecordingSink final : public ReadSink {
   absl::StatusOr<std::vector<v1::Entry>> Wait(Clock::duration timeout);
 
   size_t received() const;
+  // The number of entries in each batch sent.
+  std::vector<size_t> batch_sizes() const;
   std::vector<v1::Entry> entries() const;
   std::vector<uint64_t> ids() const;
   std::vector<std::string> data() const;
@@ -57,6 +59,7 @@ class RecordingSink final : public ReadSink {
   const Clock::duration send_time_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
+  std::vector<size_t> batch_sizes_;
   bool stalled_ = false;
   bool blocked_ = false;  // a Send waits for the stall to end
   bool cancelled_ = false;

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -20,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_format.h"
 #include "server/common/namespace_key.h"
 #include "server/log/record_format.h"
 #include "tests/support/recording_sink.h"
@@ -161,11 +163,13 @@ class SlotScanTest : public ::testing::Test {
   // EntryReader does.
   std::shared_ptr<ReadMember> Read(uint64_t ns, int64_t start, std::shared_ptr<RecordingSink> sink,
                                    bool follow = false,
-                                   std::shared_ptr<QueueBudget> call_budget = nullptr) {
+                                   std::shared_ptr<QueueBudget> call_budget = nullptr,
+                                   size_t batch_bytes = 0) {
     ReadParams params;
     params.namespace_id = ns;
     params.follow = follow;
     params.call_budget = std::move(call_budget);
+    params.batch_bytes = batch_bytes;
     NamespaceState state;
     state.namespace_id = ns;
     state.slot = slot_;
@@ -362,6 +366,35 @@ TEST_F(SlotScanTest, ASlowReadIsNotWaitedForWhenItWouldHoldUpAnotherCall) {
   ASSERT_EQ(slow->WaitFinished(seconds(10)), absl::OkStatus());
   EXPECT_EQ(slow->data(), big);
   EXPECT_GE(metrics_.read_scan_detaches.load(), 1u);
+}
+
+TEST_F(SlotScanTest, AReadOfAReadManyThatFillsItsBatchesGrowsThemWhileItsCallHasRoom) {
+  context_.options.batch_bytes = 1600;  // what a Read sends at once: 16 entries
+  std::vector<std::string> big;
+  for (int i = 0; i < 300; ++i) {
+    Append(1, big.emplace_back(std::string(96, 'a') + absl::StrFormat("%04d", i)));
+  }
+  // Batches of 200 bytes (2 entries) to begin with, as a share of the call's budget.
+  auto grows = std::make_shared<RecordingSink>(), capped = std::make_shared<RecordingSink>();
+  auto roomy_call = std::make_shared<QueueBudget>(1 << 20);
+  RunScan({Read(1, 0, grows, false, roomy_call, 200)});
+  ASSERT_EQ(grows->WaitFinished(seconds(10)), absl::OkStatus());
+  EXPECT_EQ(grows->data(), big);
+  // (A batch may also go out before it is full, every 100 ms; only full ones grow the next.)
+  const std::vector<size_t> grown = grows->batch_sizes();
+  ASSERT_FALSE(grown.empty());
+  EXPECT_LE(grown.front(), 2u);
+  EXPECT_EQ(*std::max_element(grown.begin(), grown.end()), 16u) << "up to a Read's batch";
+  JoinThreads();
+  EXPECT_EQ(roomy_call->batch_growth.load(), 0u) << "given back when the read ended";
+
+  // A call with room for 400 bytes of growth: from 2 entries to 4, not to 8.
+  auto tight_call = std::make_shared<QueueBudget>(800);
+  RunScan({Read(1, 0, capped, false, tight_call, 200)});
+  ASSERT_EQ(capped->WaitFinished(seconds(10)), absl::OkStatus());
+  EXPECT_EQ(capped->data(), big);
+  const std::vector<size_t> capped_sizes = capped->batch_sizes();
+  EXPECT_EQ(*std::max_element(capped_sizes.begin(), capped_sizes.end()), 4u);
 }
 
 TEST_F(SlotScanTest, AReadOfAReadManyMayHoldAllOfItsCallsBudget) {
