@@ -50,6 +50,10 @@ constexpr Family kFamilies[] = {
     {"walserver_read_fetch_size_changes_total", "counter",
      "Times a scan changed to narrow fetches (it skips) or back to wide ones (it reads every "
      "record again)."},
+    {"walserver_read_index_drops_total", "counter",
+     "Times a slot's index was dropped because it may describe another log: the topic's id "
+     "changed (made again) or could not be had, or the partition's end went back. Rising "
+     "steadily: reads cannot get the topic's id, and scans read every record."},
     {"walserver_read_torn_entries_total", "counter",
      "Split entries reads gave up on because the slot showed they can never complete (their "
      "writer crashed or failed mid-entry)."},
@@ -329,6 +333,7 @@ std::string Metrics::Render() const {
   w.Sample("walserver_read_index_skips_total", {}, static_cast<double>(read_index_skips.load()));
   w.Sample("walserver_read_fetch_size_changes_total", {},
            static_cast<double>(read_fetch_size_changes.load()));
+  w.Sample("walserver_read_index_drops_total", {}, static_cast<double>(read_index_drops.load()));
   w.Sample("walserver_read_torn_entries_total", {}, static_cast<double>(read_torn_entries.load()));
   w.Sample("walserver_read_gaps_total", {}, static_cast<double>(read_gaps.load()));
   w.Sample("walserver_appends_fenced_total", {}, static_cast<double>(appends_fenced.load()));

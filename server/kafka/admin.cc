@@ -30,12 +30,13 @@ struct EventDeleter {
 };
 using EventPtr = std::unique_ptr<rd_kafka_event_t, EventDeleter>;
 
-// Runs one admin request and waits for its result event. `request_error`, when given, gets the
-// error of the request as a whole.
+// Runs one admin request and waits for its result event, up to `grace_ms` past the request's
+// timeout (librdkafka answers a timed-out request a little after it). `request_error`, when
+// given, gets the error of the request as a whole.
 absl::StatusOr<EventPtr> RunAdmin(
     rd_kafka_t* rk, rd_kafka_admin_op_t op, int timeout_ms,
     const std::function<void(rd_kafka_AdminOptions_t*, rd_kafka_queue_t*)>& submit,
-    rd_kafka_resp_err_t* request_error = nullptr) {
+    rd_kafka_resp_err_t* request_error = nullptr, int grace_ms = 2000) {
   std::unique_ptr<rd_kafka_queue_t, QueueDeleter> queue(rd_kafka_queue_new(rk));
   std::unique_ptr<rd_kafka_AdminOptions_t, AdminOptionsDeleter> options(
       rd_kafka_AdminOptions_new(rk, op));
@@ -45,7 +46,7 @@ absl::StatusOr<EventPtr> RunAdmin(
     rd_kafka_AdminOptions_set_operation_timeout(options.get(), timeout_ms, errstr, sizeof(errstr));
   }
   submit(options.get(), queue.get());
-  EventPtr event(rd_kafka_queue_poll(queue.get(), timeout_ms + 2000));
+  EventPtr event(rd_kafka_queue_poll(queue.get(), timeout_ms + grace_ms));
   if (!event) return absl::UnavailableError("Kafka admin request timed out");
   if (rd_kafka_event_error(event.get())) {
     if (request_error != nullptr) *request_error = rd_kafka_event_error(event.get());
@@ -376,10 +377,13 @@ absl::StatusOr<TopicId> QueryTopicId(rd_kafka_t* rk, const std::string& topic,
                                      Clock::time_point deadline) {
   const char* names[] = {topic.c_str()};
   rd_kafka_TopicCollection_t* topics = rd_kafka_TopicCollection_of_topic_names(names, 1);
-  auto event = RunAdmin(rk, RD_KAFKA_ADMIN_OP_DESCRIBETOPICS, TimeoutMs(deadline),
-                        [&](rd_kafka_AdminOptions_t* options, rd_kafka_queue_t* queue) {
-                          rd_kafka_DescribeTopics(rk, topics, options, queue);
-                        });
+  // Reads wait for this one: little grace past the deadline.
+  auto event = RunAdmin(
+      rk, RD_KAFKA_ADMIN_OP_DESCRIBETOPICS, TimeoutMs(deadline),
+      [&](rd_kafka_AdminOptions_t* options, rd_kafka_queue_t* queue) {
+        rd_kafka_DescribeTopics(rk, topics, options, queue);
+      },
+      nullptr, /*grace_ms=*/100);
   rd_kafka_TopicCollection_destroy(topics);
   if (!event.ok()) return event.status();
   size_t count = 0;

@@ -45,7 +45,8 @@ struct TopicId {
   bool operator==(const TopicId& o) const { return high == o.high && low == o.low; }
   bool operator!=(const TopicId& o) const { return !(*this == o); }
 };
-// The id of `topic` now (Kafka's DescribeTopics, a metadata request).
+// The id of `topic` now (Kafka's DescribeTopics, a metadata request to the controller that
+// the client's metadata names).
 absl::StatusOr<TopicId> QueryTopicId(rd_kafka_t* rk, const std::string& topic,
                                      Clock::time_point deadline);
 

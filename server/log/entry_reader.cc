@@ -183,24 +183,31 @@ Clock::time_point EntryReader::CatchUpBy(Clock::time_point stop_at) {
 void EntryReader::CheckIndex(const Slot& slot, const Watermarks& marks, int64_t indexed_end,
                              Clock::time_point stop_at, SlotsSeen* seen) {
   SlotIndex& index = context_.slot_indexes.Of(slot);
+  bool dropped = false;
   if (context_.options.topic_ids) {
     auto id = seen->topic_ids.find(slot.topic);
     if (id == seen->topic_ids.end()) {
-      // Bounded tighter than the read: without an answer the read goes on, only slower.
+      // Bounded tighter than the read (half the time left, as the catch-up): without an answer
+      // the read goes on, only slower.
       id = seen->topic_ids
                .emplace(slot.topic, QueryTopicId(meta_->watermarks_client(), slot.topic,
-                                                 Within(stop_at, kTopicIdTimeout)))
+                                                 Within(HalfwayTo(stop_at), kTopicIdTimeout)))
                .first;
     }
     // A topic made again has another id. Its end alone cannot tell: it may have grown past
     // what the index covers.
     if (id->second.ok()) {
-      index.OnLog(*id->second);
+      dropped = index.OnLog(*id->second);
     } else {
       index.LogWentBack();  // which log this is cannot be told: trust none of the index
+      dropped = true;
     }
   }
-  if (marks.high < indexed_end) index.LogWentBack();
+  if (marks.high < indexed_end) {
+    index.LogWentBack();
+    dropped = true;
+  }
+  if (dropped) ++context_.metrics->read_index_drops;
   index.ForgetBelow(marks.low);
 }
 

@@ -105,12 +105,14 @@ void SlotIndex::LogWentBack() {
   ++log_changes_;
 }
 
-void SlotIndex::OnLog(const TopicId& id) {
+bool SlotIndex::OnLog(const TopicId& id) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (id == log_) return;
+  if (id == log_) return false;
+  const bool another = log_ != TopicId{};  // else the first id this walserver learned
   log_ = id;
   Clear();
   ++log_changes_;
+  return another;
 }
 
 uint64_t SlotIndex::log_changes() const {

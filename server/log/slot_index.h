@@ -8,12 +8,13 @@
 // a partition's end, so a record of a namespace in such a stretch is one a scan saw and put in
 // the namespace's runs. Outside them (before the first scan, past their ends, below what Kafka
 // lost) nothing is vouched for and a scan reads every record. The index belongs to one log:
-// each read tells it the topic's id (OnLog), and a topic made again under the same name has
-// another, which drops the index, as does a partition whose end is found below what the index
-// covers (LogWentBack). A scan records only into the log it began on (log_changes). Not told
-// apart: an unclean leader election (off unless an operator turns it on) that grew the log past
-// the index again. The index lives only in memory: a restarted walserver builds it again from
-// its first scans.
+// each read tells it the topic's id (OnLog; not on the mock cluster, ReaderOptions::topic_ids),
+// and a topic made again under the same name has another, which drops the index, as does a
+// partition whose end is found below what the index covers (LogWentBack). A scan records only
+// into the log it began on (log_changes). Not told apart: a Kafka without topic ids (id zero)
+// whose topic was made again and grew past the index, and an unclean leader election (off
+// unless an operator turns it on) that grew the log past the index again. The index lives only
+// in memory: a restarted walserver builds it again from its first scans.
 #pragma once
 
 #include <cstddef>
@@ -81,8 +82,8 @@ class SlotIndex {
   // Drops everything: none of it can be trusted.
   void LogWentBack();
   // The topic's id as a read found it: when it is not the one the index was built under (the
-  // topic was made again), LogWentBack.
-  void OnLog(const TopicId& id);
+  // topic was made again), LogWentBack. True when that dropped an index of another topic.
+  bool OnLog(const TopicId& id);
   // How many times the log changed (LogWentBack); a scan passes what it was when it began to
   // Record.
   uint64_t log_changes() const;

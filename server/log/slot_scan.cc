@@ -91,6 +91,8 @@ absl::Status SlotScan::Scan() {
 }
 
 absl::Status SlotScan::Start() {
+  // Before the index is asked where to start: what it answers is of this log or a later one.
+  if (index_ != nullptr) log_changes_ = index_->log_changes();
   int64_t start;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -102,7 +104,6 @@ absl::Status SlotScan::Start() {
   consumer_ = std::move(*acquired);
   next_ = furthest_ = covered_from_ = start;
   recheck_at_ = no_seek_before_ = start + 1;  // the fetcher starts with the first record
-  if (index_ != nullptr) log_changes_ = index_->log_changes();
   return consumer_->Assign(slot_.topic, slot_.partition, start);
 }
 
@@ -211,7 +212,10 @@ absl::Status SlotScan::OnLostRecords() {
   if (index_ != nullptr) {
     // Out of range although nothing below the scan is gone: the scan is past the partition's
     // end, which went back.
-    if (*low <= next_) index_->LogWentBack();
+    if (*low <= next_) {
+      index_->LogWentBack();
+      ++context_->metrics->read_index_drops;
+    }
     index_->ForgetBelow(*low);
     log_changes_ = index_->log_changes();  // assigned again below: on the log there is now
   }
