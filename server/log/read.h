@@ -36,7 +36,8 @@ struct QueueBudget {
   const size_t limit;
   std::atomic<size_t> queued{0};
   // Bytes by which the reads grew their batches past what they began with (ReadMember's
-  // GrowBatch); at most limit / 2, so that the batches being filled stay bounded too.
+  // GrowBatch); at most limit / 4. The batches being filled then hold at most 3/4 of the limit
+  // (half when they begin: batches of half a share each), 1/2 before batches grew.
   std::atomic<size_t> batch_growth{0};
 };
 

@@ -354,11 +354,11 @@ void ReadMember::Flush() {
 void ReadMember::GrowBatch() {
   QueueBudget* budget = params_.call_budget.get();
   const size_t most = context_->options.batch_bytes;
-  if (budget == nullptr || batch_limit_ >= most) return;
+  if (budget == nullptr || batch_limit_ >= most || over_limit_) return;
   const size_t more = std::min(batch_limit_, most - batch_limit_);
   size_t grown = budget->batch_growth.load();
   do {
-    if (grown + more > budget->limit / 2) return;
+    if (grown + more > budget->limit / 4) return;
   } while (!budget->batch_growth.compare_exchange_weak(grown, grown + more));
   batch_limit_ += more;
   batch_growth_ += more;

@@ -161,7 +161,8 @@ class ReadMember {
   // Queues the batch for the read's thread (scan thread); never waits.
   void Flush();
   // After a batch filled: a read of a ReadMany doubles its batch, up to batch_bytes, while its
-  // call's budget has room for the growth. It began at half its share of the budget, which for
+  // call is within its budget and has room for the growth (QueueBudget::batch_growth). It
+  // keeps what it grew until it ends. It began at half its share of the budget, which for
   // a thousand namespaces is 32 KiB: one big namespace among empty ones then sent 32 times the
   // messages of a Read, and took twice its time (docs/BENCHMARKS.md).
   void GrowBatch();

@@ -388,13 +388,41 @@ TEST_F(SlotScanTest, AReadOfAReadManyThatFillsItsBatchesGrowsThemWhileItsCallHas
   JoinThreads();
   EXPECT_EQ(roomy_call->batch_growth.load(), 0u) << "given back when the read ended";
 
-  // A call with room for 400 bytes of growth: from 2 entries to 4, not to 8.
-  auto tight_call = std::make_shared<QueueBudget>(800);
+  // A call with room for 300 bytes of growth (a quarter of its budget): from 2 entries to 4,
+  // not to 8.
+  auto tight_call = std::make_shared<QueueBudget>(1200);
   RunScan({Read(1, 0, capped, false, tight_call, 200)});
   ASSERT_EQ(capped->WaitFinished(seconds(10)), absl::OkStatus());
   EXPECT_EQ(capped->data(), big);
   const std::vector<size_t> capped_sizes = capped->batch_sizes();
   EXPECT_EQ(*std::max_element(capped_sizes.begin(), capped_sizes.end()), 4u);
+  JoinThreads();
+  EXPECT_EQ(tight_call->batch_growth.load(), 0u);
+}
+
+TEST_F(SlotScanTest, TheReadsOfAReadManyShareTheirCallsRoomToGrowBatches) {
+  context_.options.batch_bytes = 1600;
+  std::vector<std::string> one, two;
+  for (int i = 0; i < 300; ++i) {
+    Append(1, one.emplace_back(std::string(96, 'a') + absl::StrFormat("%04d", i)));
+    Append(2, two.emplace_back(std::string(96, 'b') + absl::StrFormat("%04d", i)));
+  }
+  // Room for 300 bytes of growth: the first read to fill a batch grows from 2 entries to 4;
+  // the other's growth would not fit, and neither would the first's next.
+  auto call = std::make_shared<QueueBudget>(1200);
+  auto first = std::make_shared<RecordingSink>(), second = std::make_shared<RecordingSink>();
+  RunScan({Read(1, 0, first, false, call, 200), Read(2, 0, second, false, call, 200)});
+  ASSERT_EQ(first->WaitFinished(seconds(10)), absl::OkStatus());
+  ASSERT_EQ(second->WaitFinished(seconds(10)), absl::OkStatus());
+  EXPECT_EQ(first->data(), one);
+  EXPECT_EQ(second->data(), two);
+  std::vector<size_t> largest;
+  for (const auto& sink : {first, second}) {
+    const std::vector<size_t> sizes = sink->batch_sizes();
+    largest.push_back(*std::max_element(sizes.begin(), sizes.end()));
+  }
+  std::sort(largest.begin(), largest.end());
+  EXPECT_EQ(largest, (std::vector<size_t>{2, 4}));
 }
 
 TEST_F(SlotScanTest, AReadOfAReadManyMayHoldAllOfItsCallsBudget) {
