@@ -56,6 +56,9 @@ ABSL_FLAG(int, max_concurrent_reads, kDefaults.max_concurrent_reads,
 ABSL_FLAG(bool, read_index, kDefaults.read_index,
           "Reads skip the stretches of a slot that hold none of their namespaces' records, as "
           "the slot's index (built by earlier scans) says; false: every read scans every record");
+ABSL_FLAG(int, read_index_save_interval_ms, Millis(kDefaults.read_index_save_interval),
+          "Save each slot's index that changed to the <prefix>_index topic this often (and at "
+          "shutdown), so that a walserver starting again skips from its first reads; 0: never");
 ABSL_FLAG(int, keepalive_time_ms, Millis(kDefaults.keepalive_time),
           "Ping a client connection that sent nothing for this long (HTTP/2 keepalive); 0: never");
 ABSL_FLAG(int, keepalive_timeout_ms, Millis(kDefaults.keepalive_timeout),
@@ -130,6 +133,7 @@ absl::StatusOr<ServerOptions> ServerOptionsFromFlags(
   o.startup_timeout = milliseconds(absl::GetFlag(FLAGS_startup_timeout_ms));
   o.max_concurrent_reads = absl::GetFlag(FLAGS_max_concurrent_reads);
   o.read_index = absl::GetFlag(FLAGS_read_index);
+  o.read_index_save_interval = milliseconds(absl::GetFlag(FLAGS_read_index_save_interval_ms));
   o.keepalive_time = milliseconds(absl::GetFlag(FLAGS_keepalive_time_ms));
   o.keepalive_timeout = milliseconds(absl::GetFlag(FLAGS_keepalive_timeout_ms));
   o.prune_interval = milliseconds(absl::GetFlag(FLAGS_prune_interval_ms));

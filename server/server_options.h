@@ -9,6 +9,7 @@
 #include "server/kafka/client.h"
 #include "server/log/entry_reader.h"
 #include "server/log/entry_writer.h"
+#include "server/log/slot_index_store.h"
 #include "server/meta/meta_store.h"
 #include "server/rpc/wal_service.h"
 
@@ -39,6 +40,9 @@ struct ServerOptions {
   std::chrono::milliseconds startup_timeout = MetaOptions().startup_timeout;
   int max_concurrent_reads = static_cast<int>(ReaderOptions().max_concurrent_reads);
   bool read_index = ReaderOptions().slot_index;
+  // How often each slot's index that changed is saved to <prefix>_index (and once more at
+  // shutdown), for a walserver that starts later on these topics; 0: not kept in Kafka.
+  std::chrono::milliseconds read_index_save_interval = SlotIndexStoreOptions().save_interval;
   // HTTP/2 keepalive: walserver pings a connection that sent nothing for keepalive_time and
   // closes it when the answer takes longer than keepalive_timeout, so that a client that died or
   // was cut off without a FIN frees its reads and appends. Zero: no pings from walserver. Clients

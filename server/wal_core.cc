@@ -1,5 +1,6 @@
 #include "server/wal_core.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -30,12 +31,14 @@ absl::StatusOr<std::unique_ptr<WalCore>> WalCore::Start(const ServerOptions& o,
     if (absl::Status s = (self.get()->*step)(o); !s.ok()) return s;
   }
   self->StartReader(o, std::move(reader_tuning));
+  if (absl::Status s = self->StartIndexStore(o); !s.ok()) return s;
   return self;
 }
 
 WalCore::~WalCore() { Close(); }
 
 void WalCore::Close() {
+  index_store_.reset();  // saves the indexes of the reader's last scans
   reader_.reset();
   writer_.reset();
   meta_.reset();
@@ -114,6 +117,18 @@ absl::Status WalCore::PrepareTopics(const ServerOptions& o) {
     for (int p = 0; p < spec.partitions; ++p) slots_.push_back(Slot{spec.name, p});
     topics.push_back(std::move(spec));
   }
+  if (KeepsIndexes(o)) {
+    // Each slot's index (log/slot_index_store.h): one record per slot, the last one counts.
+    topics.push_back(TopicSpec{o.topic_prefix + "_index",
+                               1,
+                               o.replication_factor,
+                               {{"cleanup.policy", "compact"},
+                                // A walserver that starts reads the whole topic: segments small
+                                // enough that compaction keeps about one index per slot.
+                                {"segment.bytes", std::to_string(16 << 20)},
+                                {"max.message.bytes", kafka_batch_bytes_},
+                                {"min.insync.replicas", min_isr}}});
+  }
   topics.push_back(TopicSpec{o.topic_prefix + "_meta",
                              1,
                              o.replication_factor,
@@ -132,7 +147,8 @@ absl::Status WalCore::PrepareTopics(const ServerOptions& o) {
   const absl::Status status = EnsureTopics(admin_.get(), topics, Clock::now() + o.startup_timeout);
   if (status.ok()) return status;
   const std::string names =
-      absl::StrCat(o.topic_prefix, "_0..", o.topic_count - 1, " and ", o.topic_prefix, "_meta");
+      absl::StrCat(o.topic_prefix, "_0..", o.topic_count - 1, ", ",
+                   KeepsIndexes(o) ? o.topic_prefix + "_index, " : "", o.topic_prefix, "_meta");
   // Kafka's refusal to create a topic with more replicas than brokers, or an existing topic
   // with fewer replicas than asked (both worded in kafka/admin.cc). Other failures, e.g. no
   // leader while a broker is down, keep their own message and code.
@@ -227,6 +243,28 @@ void WalCore::StartReader(const ServerOptions& o, ReaderOptions reader_options) 
   reader_kafka = WithUserProperties(reader_kafka, o);
   reader_ =
       std::make_unique<EntryReader>(reader_kafka, reader_options, meta_.get(), &metrics_, o.name);
+}
+
+bool WalCore::KeepsIndexes(const ServerOptions& o) const {
+  // The mock cluster has no topic ids, which a saved index needs (its reads do not check them:
+  // ReaderOptions::topic_ids), and keeps nothing past the process anyway.
+  return !mock_ && o.read_index && o.read_index_save_interval.count() > 0;
+}
+
+absl::Status WalCore::StartIndexStore(const ServerOptions& o) {
+  if (!KeepsIndexes(o)) return absl::OkStatus();
+  SlotIndexStoreOptions options;
+  options.topic = o.topic_prefix + "_index";
+  options.name = o.name;
+  options.slots = slots_;
+  options.save_interval = o.read_index_save_interval;
+  options.max_snapshot_bytes = o.max_record_bytes;
+  options.load_timeout = std::min(options.load_timeout, o.startup_timeout);
+  auto store =
+      SlotIndexStore::Start(kafka_, &reader_->slot_indexes(), &metrics_, std::move(options));
+  if (!store.ok()) return store.status();
+  index_store_ = std::move(*store);
+  return absl::OkStatus();
 }
 
 }  // namespace wal

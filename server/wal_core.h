@@ -56,6 +56,9 @@ class WalCore {
   absl::Status OpenNamespaceTable(const ServerOptions& o);
   absl::Status StartWriter(const ServerOptions& o);
   void StartReader(const ServerOptions& o, ReaderOptions reader_options);
+  absl::Status StartIndexStore(const ServerOptions& o);
+  // Whether the slot indexes are kept in Kafka (<prefix>_index).
+  bool KeepsIndexes(const ServerOptions& o) const;
 
   uint64_t max_entry_bytes_ = 0;
   KafkaProperties kafka_;
@@ -68,6 +71,7 @@ class WalCore {
   std::unique_ptr<MetaStore> meta_;
   std::unique_ptr<EntryWriter> writer_;
   std::unique_ptr<EntryReader> reader_;
+  std::unique_ptr<SlotIndexStore> index_store_;  // real Kafka with --read_index only
 };
 
 }  // namespace wal

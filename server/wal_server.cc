@@ -151,6 +151,10 @@ absl::Status Validate(const ServerOptions& o) {
   if (o.slow_append.count() < 0) {
     return absl::InvalidArgumentError("slow_append_ms must be 0 (log none) or more");
   }
+  if (o.read_index_save_interval.count() < 0) {
+    return absl::InvalidArgumentError(
+        "read_index_save_interval_ms must be 0 (the index is not kept in Kafka) or more");
+  }
   // Readers give up a torn split entry once a record encoded 60 s after its first chunk
   // arrives (log/entry_assembler.h): no chunk may land later, with 30 s to spare for clocks.
   if (o.append_timeout.count() > 30000) {

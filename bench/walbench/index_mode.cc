@@ -4,7 +4,9 @@
 // 1,000 regions (namespaces) 10 hold 1% of the slot between them (10 runs each) and 990 none.
 // The small ones are read, and the 1,000 regions opened with one ReadMany as a datanode opens
 // its regions, in alternating rounds through a walserver whose index the big namespace's replay
-// filled and through a walserver on the same topics started with --read_index=false.
+// filled and through a walserver on the same topics started with --read_index=false. Last, the
+// first reads after a restart, through a walserver that keeps its index in Kafka and one that
+// keeps none.
 #include <cstdint>
 #include <fstream>
 #include <sstream>
@@ -155,8 +157,35 @@ void Bench::Index() {
     with_data_indexed.push_back(TimeReadMany(*c, kFirstRegion, kRegionsWithData, &region_bytes));
     MustDeliver(region_bytes, written_regions, "ReadMany of the regions with data, indexed");
   }
-  indexed.Stop();
   plain.Stop();
+
+  // The first read after a restart: through the indexed walserver, which saved its index to
+  // Kafka when it stopped and took it when it started, and through one that keeps none
+  // (--read_index_save_interval_ms=0), whose index starts empty. Both start again before each
+  // measured read.
+  std::vector<std::string> forgetful_args = one_slot;
+  forgetful_args.push_back("--read_index_save_interval_ms=0");
+  Walserver forgetful(prefix, forgetful_args);
+  std::vector<double> small_kept, small_forgot, regions_kept, regions_forgot;
+  auto restarted = [](Walserver& w) {
+    w.Stop();
+    w.Start();
+    return Connect(w.address());
+  };
+  for (int run = 0; run < runs; ++run) {
+    small_kept.push_back(TimeRead(*restarted(indexed), kSmall, &small_bytes));
+    MustDeliver(small_bytes, written_small, "read of the small namespace, index kept");
+    small_forgot.push_back(TimeRead(*restarted(forgetful), kSmall, &small_bytes));
+    MustDeliver(small_bytes, written_small, "read of the small namespace, index not kept");
+    regions_kept.push_back(
+        TimeReadMany(*restarted(indexed), kFirstRegion, kRegions, &region_bytes));
+    MustDeliver(region_bytes, written_regions, "ReadMany of the regions, index kept");
+    regions_forgot.push_back(
+        TimeReadMany(*restarted(forgetful), kFirstRegion, kRegions, &region_bytes));
+    MustDeliver(region_bytes, written_regions, "ReadMany of the regions, index not kept");
+  }
+  indexed.Stop();
+  forgetful.Stop();
   auto emit = [&](const std::string& system, const std::vector<double>& times, uint64_t got) {
     Row r{"index", system, parameter};
     r.value = Median(times);
@@ -182,6 +211,16 @@ void Bench::Index() {
       emit("service ReadMany of the 10 with data indexed", with_data_indexed, region_bytes);
   // What the 990 empty regions add to opening the 10 with data.
   EmitRatio("index", "ratio ReadMany 1000 regions/the 10 with data indexed", parameter, ri / wi);
+  const double sk = emit("service 6 x 20 B after a restart, index kept", small_kept, small_bytes);
+  const double sf =
+      emit("service 6 x 20 B after a restart, index not kept", small_forgot, small_bytes);
+  EmitRatio("index", "ratio 6 x 20 B after a restart kept/not kept", parameter, sk / sf);
+  const double rk =
+      emit("service ReadMany 1000 regions after a restart, index kept", regions_kept, region_bytes);
+  const double rf = emit("service ReadMany 1000 regions after a restart, index not kept",
+                         regions_forgot, region_bytes);
+  EmitRatio("index", "ratio ReadMany 1000 regions after a restart kept/not kept", parameter,
+            rk / rf);
 }
 
 }  // namespace walbench

@@ -54,6 +54,11 @@ constexpr Family kFamilies[] = {
      "Times a slot's index was dropped because it may describe another log: the topic's id "
      "changed (made again) or could not be had, or the partition's end went back. Rising "
      "steadily: reads cannot get the topic's id, and scans read every record."},
+    {"walserver_read_index_saves_total", "counter",
+     "Slot indexes saved to the <prefix>_index topic, so that a walserver starting on these "
+     "topics skips from its first reads."},
+    {"walserver_read_index_restores_total", "counter",
+     "Slot indexes this walserver took from the <prefix>_index topic when it started."},
     {"walserver_read_torn_entries_total", "counter",
      "Split entries reads gave up on because the slot showed they can never complete (their "
      "writer crashed or failed mid-entry)."},
@@ -334,6 +339,9 @@ std::string Metrics::Render() const {
   w.Sample("walserver_read_fetch_size_changes_total", {},
            static_cast<double>(read_fetch_size_changes.load()));
   w.Sample("walserver_read_index_drops_total", {}, static_cast<double>(read_index_drops.load()));
+  w.Sample("walserver_read_index_saves_total", {}, static_cast<double>(read_index_saves.load()));
+  w.Sample("walserver_read_index_restores_total", {},
+           static_cast<double>(read_index_restores.load()));
   w.Sample("walserver_read_torn_entries_total", {}, static_cast<double>(read_torn_entries.load()));
   w.Sample("walserver_read_gaps_total", {}, static_cast<double>(read_gaps.load()));
   w.Sample("walserver_appends_fenced_total", {}, static_cast<double>(appends_fenced.load()));

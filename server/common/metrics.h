@@ -65,6 +65,8 @@ class Metrics {
   std::atomic<uint64_t> read_index_skips{0};
   std::atomic<uint64_t> read_fetch_size_changes{0};
   std::atomic<uint64_t> read_index_drops{0};
+  std::atomic<uint64_t> read_index_saves{0};
+  std::atomic<uint64_t> read_index_restores{0};
   std::atomic<uint64_t> read_torn_entries{0};
   std::atomic<uint64_t> read_gaps{0};
   std::atomic<uint64_t> appends_fenced{0};

@@ -59,6 +59,8 @@ class EntryReader : private ScanHost {
   absl::Status StartMany(std::vector<ReadParams> reads, std::shared_ptr<ReadSink> sink);
 
   uint64_t records_skipped() const { return context_.records_skipped.load(); }
+  // The slots' indexes, which the SlotIndexStore keeps in Kafka.
+  SlotIndexes& slot_indexes() { return context_.slot_indexes; }
   // Ends every running read with UNAVAILABLE within about 100 ms (graceful shutdown), and
   // refuses new ones.
   void Stop() { context_.stopping = true; }

@@ -9,6 +9,7 @@ void SlotIndex::Record(int64_t from, int64_t to, const std::vector<Seen>& seen, 
   if (to <= from) return;
   std::lock_guard<std::mutex> lock(mu_);
   if (log_changes != log_changes_) return;
+  ++changes_;
   bytes_recorded_ += bytes;
   offsets_recorded_ += static_cast<uint64_t>(to - from);
   // Joins every stretch it meets or touches.
@@ -73,6 +74,7 @@ void SlotIndex::Add(uint64_t namespace_id, int64_t offset) {
 }
 
 void SlotIndex::Clear() {
+  ++changes_;
   runs_.clear();
   run_count_ = 0;
   stretches_.clear();
@@ -81,6 +83,7 @@ void SlotIndex::Clear() {
 void SlotIndex::ForgetBelow(int64_t low) {
   std::lock_guard<std::mutex> lock(mu_);
   if (stretches_.empty() || low <= stretches_.front().from) return;
+  ++changes_;
   while (!stretches_.empty() && stretches_.front().to <= low) stretches_.erase(stretches_.begin());
   if (!stretches_.empty()) stretches_.front().from = std::max(stretches_.front().from, low);
   for (auto it = runs_.begin(); it != runs_.end();) {
@@ -147,6 +150,37 @@ int64_t SlotIndex::OffsetsHolding(uint64_t bytes) const {
   return static_cast<int64_t>(std::min(static_cast<double>(bytes) / per_offset, 1e15));
 }
 
+std::optional<SlotIndex::Snapshot> SlotIndex::TakeSnapshot() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stretches_.empty() || log_ == TopicId{}) return std::nullopt;
+  Snapshot snapshot{log_, stretches_, {}, bytes_recorded_, offsets_recorded_};
+  for (const auto& [namespace_id, runs] : runs_) snapshot.runs.emplace(namespace_id, runs);
+  return snapshot;
+}
+
+bool SlotIndex::Restore(Snapshot snapshot) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const bool empty = stretches_.empty() && runs_.empty();
+  const bool same_log = snapshot.log == log_ || (log_ == TopicId{} && log_changes_ == 0);
+  if (!empty || !same_log || snapshot.log == TopicId{}) return false;
+  log_ = snapshot.log;
+  ++log_changes_;  // a scan begun before adds nothing to what is now another index's
+  stretches_ = std::move(snapshot.stretches);
+  run_count_ = 0;
+  for (auto& [namespace_id, runs] : snapshot.runs) {
+    run_count_ += runs.size();
+    runs_.emplace(namespace_id, std::move(runs));
+  }
+  bytes_recorded_ = snapshot.bytes_recorded;
+  offsets_recorded_ = snapshot.offsets_recorded;
+  return true;
+}
+
+uint64_t SlotIndex::changes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return changes_;
+}
+
 size_t SlotIndex::runs() const {
   std::lock_guard<std::mutex> lock(mu_);
   return run_count_;
@@ -162,6 +196,13 @@ SlotIndex& SlotIndexes::Of(const Slot& slot) {
   std::unique_ptr<SlotIndex>& index = of_[slot];
   if (!index) index = std::make_unique<SlotIndex>();
   return *index;
+}
+
+std::vector<std::pair<Slot, SlotIndex*>> SlotIndexes::All() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::pair<Slot, SlotIndex*>> all;
+  for (auto& [slot, index] : of_) all.emplace_back(slot, index.get());
+  return all;
 }
 
 }  // namespace wal

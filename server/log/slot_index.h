@@ -13,8 +13,9 @@
 // partition whose end is found below what the index covers (LogWentBack). A scan records only
 // into the log it began on (log_changes). Not told apart: a Kafka without topic ids (id zero)
 // whose topic was made again and grew past the index, and an unclean leader election (off
-// unless an operator turns it on) that grew the log past the index again. The index lives only
-// in memory: a restarted walserver builds it again from its first scans.
+// unless an operator turns it on) that grew the log past the index again. The index is kept in
+// Kafka too (log/slot_index_store.h): a walserver that starts again takes it from there, and
+// each read checks its log as above before it trusts it.
 #pragma once
 
 #include <cstddef>
@@ -23,7 +24,9 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -92,6 +95,24 @@ class SlotIndex {
   // per byte before any).
   int64_t OffsetsHolding(uint64_t bytes) const;
 
+  // What the index holds, to keep in Kafka for a walserver that starts later on the same topics.
+  struct Snapshot {
+    TopicId log;
+    std::vector<Covered> stretches;
+    std::map<uint64_t, std::vector<Run>> runs;  // by namespace
+    uint64_t bytes_recorded = 0;
+    uint64_t offsets_recorded = 0;
+  };
+  // Nothing when the index vouches for nothing or has not learned its log's id (OnLog).
+  std::optional<Snapshot> TakeSnapshot() const;
+  // Takes `snapshot` when the index holds nothing yet and either is of the snapshot's log or
+  // has not learned its log at all (then it is of the snapshot's until a read says otherwise:
+  // every read checks the id before it trusts the index). True when taken. Meant for a
+  // walserver's start, before any read; a scan running meanwhile records nothing into it.
+  bool Restore(Snapshot snapshot);
+  // Rises with every change of what the index holds, so that only a changed index is saved.
+  uint64_t changes() const;
+
   // For tests.
   size_t runs() const;
   std::vector<Covered> stretches() const;
@@ -109,6 +130,7 @@ class SlotIndex {
   size_t run_count_ ABSL_GUARDED_BY(mu_) = 0;
   TopicId log_ ABSL_GUARDED_BY(mu_);
   uint64_t log_changes_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t changes_ ABSL_GUARDED_BY(mu_) = 0;
   // Of every stretch recorded, for OffsetsHolding.
   uint64_t bytes_recorded_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t offsets_recorded_ ABSL_GUARDED_BY(mu_) = 0;
@@ -118,6 +140,8 @@ class SlotIndex {
 class SlotIndexes {
  public:
   SlotIndex& Of(const Slot& slot);
+  // Every index made so far.
+  std::vector<std::pair<Slot, SlotIndex*>> All();
 
  private:
   std::mutex mu_;

@@ -137,17 +137,24 @@ TEST(KafkaOutage, AdminCallsThatFailedDuringAnOutageNeverTakeEffect) {
 }
 
 // SIGTERM while Kafka is unreachable: walserver exits within 10 s (its 5 s grace for calls plus
-// closing its Kafka clients), with a pruning pass and an append waiting on Kafka at the time.
+// closing its Kafka clients), with a pruning pass, an append and a save of the slot index
+// waiting on Kafka at the time.
 TEST(KafkaOutage, SigtermWhileKafkaIsDownExitsWithinTenSeconds) {
   OwnBroker broker;
   ASSERT_TRUE(broker.Run("start"));
   std::vector<std::string> args = KafkaServerArgs(broker.Bootstrap(), UniqueName("sigterm"));
   args.push_back("--prune_interval_ms=300");  // a pass is under way when Kafka goes
+  args.push_back("--read_index_save_interval_ms=200");  // and a save of the index the read made
   auto server = ServerProcess::Start(args);
   ASSERT_TRUE(server.ok()) << server.status();
   auto client = Connect((*server)->address(), seconds(10));
   ASSERT_TRUE(client->CreateNamespace(1).ok());
   ASSERT_TRUE(client->Append(1, {"before"}).ok());
+  ReadOptions read;
+  read.namespace_id = 1;
+  int entries = 0;
+  ASSERT_TRUE(client->Read(read, [&](v1::Entry&) { return ++entries > 0; }).ok());
+  ASSERT_EQ(entries, 1);
 
   ASSERT_TRUE(broker.Run("stop"));
   // An append that waits for Kafka until walserver goes.

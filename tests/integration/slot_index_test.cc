@@ -4,7 +4,7 @@
 // were told was written. The writers are two sidecars appending at once (split entries, fences
 // of new epochs), one of them killed in the middle of its appends (torn entries, retried
 // copies); truncations prune the slot under the index; the indexed walserver is restarted,
-// which empties its index.
+// and takes the index it saved in Kafka.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -132,6 +132,7 @@ class SlotIndexTest : public KafkaProcessFixture {
     ASSERT_TRUE(server.ok()) << server.status();
     indexed_ = std::move(*server);
   }
+  void MakeTheTopicAgainAndRead(bool restart);
   void RestartIndexed() {
     skips_before_restarts_ += indexed_->metrics().read_index_skips.load();
     indexed_.reset();
@@ -390,14 +391,17 @@ TEST_F(SlotIndexTest, IndexedReadsGetWhatFullScansGetAcrossSidecarsKillsAndTrunc
   for (int round = 0; round < kRounds; ++round) {
     ASSERT_NO_FATAL_FAILURE(WritePhase(round));
     if (round == 1) {
-      // Reads through an index that covers records pruned since, then through an empty one.
+      // Reads through an index that covers records pruned since, then through the one the
+      // restarted walserver took from Kafka.
       ASSERT_NO_FATAL_FAILURE(TruncateEverything());
       ASSERT_NO_FATAL_FAILURE(WaitForPruning());
       ASSERT_NO_FATAL_FAILURE(WritePhase(round + kRounds));
       ASSERT_NO_FATAL_FAILURE(CompareReads(ReadCases()));
       ASSERT_NO_FATAL_FAILURE(RestartIndexed());
+      ASSERT_EQ(indexed_->metrics().read_index_restores.load(), 1u)
+          << "the restarted walserver took no index from Kafka";
     }
-    // Twice: the first reads fill the index (after a restart it is empty), the second skip.
+    // Twice: the first reads fill the index, the second skip.
     ASSERT_NO_FATAL_FAILURE(CompareReads(ReadCases()));
     ASSERT_NO_FATAL_FAILURE(CompareReads(ReadCases()));
     ASSERT_NO_FATAL_FAILURE(CompareReadMany());
@@ -451,7 +455,9 @@ void DeleteTopic(rd_kafka_t* admin, const std::string& topic) {
 // The data topic deleted and made again (by the writer sidecar's start), and written past
 // where the indexed server's index ended before any read looked: the index was built from the
 // old log and must not be trusted for the new one, whose end alone cannot tell them apart.
-TEST_F(SlotIndexTest, ATopicMadeAgainIsNotReadThroughTheOldTopicsIndex) {
+// With `restart`, the indexed server stops (saving the old log's index to Kafka) before the
+// topic goes and starts (taking that index) after it was made again.
+void SlotIndexTest::MakeTheTopicAgainAndRead(bool restart) {
   constexpr uint64_t kSmall = 1;
   Client& indexed = *clients_[0];
   ASSERT_TRUE(indexed.CreateNamespace(kSmall).ok());
@@ -474,6 +480,7 @@ TEST_F(SlotIndexTest, ATopicMadeAgainIsNotReadThroughTheOldTopicsIndex) {
   ASSERT_TRUE(old_id.ok()) << old_id.status();
   ASSERT_NE(*old_id, TopicId{}) << "a Kafka with topic ids";
 
+  if (restart) indexed_.reset();  // saves the old log's index
   ASSERT_NO_FATAL_FAILURE(DeleteTopic(admin_.get(), topic));
   ASSERT_TRUE(writer_->Restart().ok()) << "the writer sidecar makes its topics again";
   // The new log, through the writer: the small namespace's entry where the old log held the
@@ -493,6 +500,10 @@ TEST_F(SlotIndexTest, ATopicMadeAgainIsNotReadThroughTheOldTopicsIndex) {
   auto new_id = QueryTopicId(admin_.get(), topic, Clock::now() + seconds(10));
   ASSERT_TRUE(new_id.ok()) << new_id.status();
   ASSERT_NE(*new_id, *old_id);
+  if (restart) {
+    ASSERT_NO_FATAL_FAILURE(StartIndexed());
+    ASSERT_EQ(indexed_->metrics().read_index_restores.load(), 1u) << "the old log's index";
+  }
   const uint64_t drops_before = indexed_->metrics().read_index_drops.load();
 
   const ReadResult got = ReadThrough(indexed, small);
@@ -501,6 +512,100 @@ TEST_F(SlotIndexTest, ATopicMadeAgainIsNotReadThroughTheOldTopicsIndex) {
   EXPECT_EQ(got.entries[0], std::make_pair((*placed)[0], std::string("new 0")));
   EXPECT_EQ(got, ReadThrough(*Connect(reference_->address()), small));
   EXPECT_EQ(indexed_->metrics().read_index_drops.load(), drops_before + 1);
+}
+
+TEST_F(SlotIndexTest, ATopicMadeAgainIsNotReadThroughTheOldTopicsIndex) {
+  MakeTheTopicAgainAndRead(/*restart=*/false);
+}
+
+TEST_F(SlotIndexTest, ATopicMadeAgainIsNotReadThroughTheOldTopicsSavedIndex) {
+  MakeTheTopicAgainAndRead(/*restart=*/true);
+}
+
+// The index kept in Kafka: the indexed walserver saves it when it stops, takes it when it
+// starts again, and its first read of a small namespace skips the other one's records instead
+// of reading the slot whole to build the index again.
+TEST_F(SlotIndexTest, ARestartedWalserverSkipsFromItsFirstRead) {
+  constexpr uint64_t kSmall = 1;
+  Client& indexed = *clients_[0];
+  ASSERT_TRUE(indexed.CreateNamespace(kSmall).ok());
+  ASSERT_TRUE(indexed.CreateNamespace(kBulk).ok());
+  std::mt19937_64 rng(seed_);
+  for (int part = 0; part < 3; ++part) {
+    ASSERT_TRUE(indexed.Append(kSmall, {absl::StrCat("small ", part)}).ok());
+    std::vector<std::string> bulk;
+    for (int k = 0; k < 32; ++k) bulk.push_back(RandomData(rng, 64 << 10));
+    ASSERT_TRUE(indexed.Append(kBulk, bulk).ok());
+  }
+  const ReadCase small{kSmall, 0, 0};
+  const ReadResult first = ReadThrough(indexed, small);  // builds the index
+  ASSERT_EQ(first.code, absl::StatusCode::kOk);
+  ASSERT_EQ(first.entries.size(), 3u) << Describe(first);
+  ASSERT_EQ(ReadThrough(indexed, small), first);
+  ASSERT_GT(Skips(), 0u) << "the index was never used before the restart: the test proves nothing";
+
+  ASSERT_NO_FATAL_FAILURE(RestartIndexed());
+  ASSERT_EQ(indexed_->metrics().read_index_restores.load(), 1u)
+      << "the restarted walserver took no index from Kafka";
+  const uint64_t scanned_before = indexed_->metrics().read_scanned_bytes.load();
+  const ReadResult again = ReadThrough(indexed, small);
+  EXPECT_EQ(again, first);
+  EXPECT_EQ(again, ReadThrough(*Connect(reference_->address()), small));
+  EXPECT_GT(indexed_->metrics().read_index_skips.load(), 0u)
+      << "the first read after the restart read the slot whole";
+  EXPECT_LT(indexed_->metrics().read_scanned_bytes.load() - scanned_before, 1u << 20)
+      << "it fetched more than 1 MiB of the 6 MiB slot";
+}
+
+// Saved while it runs, not only when it stops: a walserver that builds its index through its
+// reads saves it within its save interval, and another one started on the same topics (a
+// sidecar killed and started again, or moved) takes it.
+TEST_F(SlotIndexTest, AnIndexSavedWhileItsWalserverRunsIsTakenByAnotherOne) {
+  constexpr uint64_t kSmall = 1;
+  ServerOptions options = InProcessOneSlotOptions();
+  options.max_record_bytes = kMaxRecordBytes;
+  options.read_index_save_interval = milliseconds(100);
+  options.name = "saver";
+  auto saver = WalServer::Start(options);
+  ASSERT_TRUE(saver.ok()) << saver.status();
+  auto client = Connect((*saver)->address());
+  ASSERT_TRUE(client->CreateNamespace(kSmall).ok());
+  ASSERT_TRUE(client->CreateNamespace(kBulk).ok());
+  std::mt19937_64 rng(seed_);
+  for (int part = 0; part < 3; ++part) {
+    ASSERT_TRUE(client->Append(kSmall, {absl::StrCat("small ", part)}).ok());
+    std::vector<std::string> bulk;
+    for (int k = 0; k < 32; ++k) bulk.push_back(RandomData(rng, 64 << 10));
+    ASSERT_TRUE(client->Append(kBulk, bulk).ok());
+  }
+  const ReadCase small{kSmall, 0, 0};
+  const ReadResult first = ReadThrough(*client, small);  // builds the saver's index
+  ASSERT_EQ(first.entries.size(), 3u) << Describe(first);
+  // A save that ends after the read may have taken its snapshot before the read's scan told
+  // the index what it read; one that begins after such a save ended cannot have. Saves run one
+  // after the other; the second read changes the index, so that another save comes.
+  const auto saved_after = [&](uint64_t count) {
+    const auto deadline = Clock::now() + seconds(30);
+    while ((*saver)->metrics().read_index_saves.load() == count && Clock::now() < deadline) {
+      std::this_thread::sleep_for(milliseconds(20));
+    }
+    return (*saver)->metrics().read_index_saves.load() > count;
+  };
+  ASSERT_TRUE(saved_after((*saver)->metrics().read_index_saves.load()))
+      << "the running walserver saved nothing within 30 s";
+  const uint64_t saves = (*saver)->metrics().read_index_saves.load();
+  ASSERT_EQ(ReadThrough(*client, small), first);
+  ASSERT_TRUE(saved_after(saves)) << "the running walserver saved nothing within 30 s";
+
+  options.name = "taker";
+  options.read_index_save_interval = ServerOptions().read_index_save_interval;
+  auto taker = WalServer::Start(options);
+  ASSERT_TRUE(taker.ok()) << taker.status();
+  EXPECT_EQ((*taker)->metrics().read_index_restores.load(), 1u);
+  const ReadResult taken = ReadThrough(*Connect((*taker)->address()), small);
+  EXPECT_EQ(taken, first);
+  EXPECT_GT((*taker)->metrics().read_index_skips.load(), 0u)
+      << "the other walserver's first read read the slot whole";
 }
 
 }  // namespace
