@@ -38,7 +38,7 @@ absl::StatusOr<std::unique_ptr<WalCore>> WalCore::Start(const ServerOptions& o,
 WalCore::~WalCore() { Close(); }
 
 void WalCore::Close() {
-  index_store_.reset();  // saves the indexes of the reader's last scans
+  index_store_.reset();  // after its last save (begun by StopReads, or now)
   reader_.reset();
   writer_.reset();
   meta_.reset();
@@ -48,6 +48,8 @@ void WalCore::Close() {
 
 void WalCore::StopReads() {
   if (reader_) reader_->Stop();
+  // Its last save runs while the calls finish, not after.
+  if (index_store_) index_store_->Stop();
 }
 
 void WalCore::FailPending() {

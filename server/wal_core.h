@@ -27,7 +27,8 @@ class WalCore {
                                                         ReaderOptions reader_tuning = {});
   ~WalCore();  // Close()
 
-  // Ends every read at once (shutdown: a following read would hold the grace period).
+  // Ends every read at once (shutdown: a following read would hold the grace period), and
+  // saves the slot indexes a last time meanwhile.
   void StopReads();
   // Fails every call still waiting on Kafka (shutdown, once the grace period is over).
   void FailPending();

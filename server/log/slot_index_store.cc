@@ -199,12 +199,16 @@ absl::StatusOr<std::unique_ptr<SlotIndexStore>> SlotIndexStore::Start(
   return store;
 }
 
-SlotIndexStore::~SlotIndexStore() {
+void SlotIndexStore::Stop() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
   }
   cv_.notify_all();
+}
+
+SlotIndexStore::~SlotIndexStore() {
+  Stop();
   if (thread_.joinable()) thread_.join();  // not started when Start failed
 }
 

@@ -61,8 +61,10 @@ class SlotIndexStore {
                                                                SlotIndexes* indexes,
                                                                Metrics* metrics,
                                                                SlotIndexStoreOptions options);
-  // Saves what changed once more (for at most kFinalSaveTimeout: a shutdown with Kafka away
-  // must not wait long), then stops.
+  // Starts the last save of what changed (for at most kFinalSaveTimeout: a shutdown with Kafka
+  // away must not wait long) and returns; the thread stops after it.
+  void Stop();
+  // Stop, and waits for the last save.
   ~SlotIndexStore();
 
   // How long a save waits for Kafka before it is given up; the last one, at shutdown, less.
