@@ -189,6 +189,13 @@ absl::StatusOr<std::unique_ptr<SlotIndexStore>> SlotIndexStore::Start(
   auto producer = Producer::Create(producer_properties, store->options_.name + "-index");
   if (!producer.ok()) return producer.status();
   store->producer_ = std::move(*producer);
+  // Looked up now, so that a save (the last one, at shutdown, above all) does not wait for it;
+  // if it cannot be, the first save looks it up.
+  if (absl::Status s = store->producer_->Prepare({store->options_.topic},
+                                                 Clock::now() + store->options_.load_timeout);
+      !s.ok()) {
+    spdlog::warn("slot indexes: {}", s.ToString());
+  }
   auto consumer = Consumer::Create(properties, store->options_.name + "-index-load");
   if (!consumer.ok()) return consumer.status();
   store->consumer_ = std::move(*consumer);
@@ -202,6 +209,7 @@ absl::StatusOr<std::unique_ptr<SlotIndexStore>> SlotIndexStore::Start(
 void SlotIndexStore::Stop() {
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (!stop_) stop_by_ = Clock::now() + kFinalSaveTimeout;
     stop_ = true;
   }
   cv_.notify_all();
@@ -218,7 +226,7 @@ void SlotIndexStore::Run() {
     cv_.wait_for(lock, options_.save_interval, [&] { return stop_; });
     stopping = stop_;
     // At shutdown too: what the last reads learned is what a restart wants. A save under way
-    // when the stop comes gives up at once (SaveChanged), and the last one takes its place.
+    // when the stop comes and the last one end within kFinalSaveTimeout of it (SaveChanged).
     SaveChanged(lock, /*last=*/stopping);
   }
 }
@@ -269,12 +277,6 @@ void SlotIndexStore::Load() {
   }
   size_t restored = 0;
   for (const auto& [key, value] : latest) {
-    std::optional<SlotIndex::Snapshot> snapshot = DecodeSnapshot(value);
-    if (!snapshot) {
-      spdlog::warn("slot indexes: the index saved under {} in {} cannot be read; not used", key,
-                   slot.topic);
-      continue;
-    }
     const auto colon = key.rfind('/');
     int partition = 0;
     if (colon == std::string::npos || !absl::SimpleAtoi(key.substr(colon + 1), &partition)) {
@@ -283,6 +285,12 @@ void SlotIndexStore::Load() {
     const Slot of{key.substr(0, colon), partition};
     if (std::find(options_.slots.begin(), options_.slots.end(), of) == options_.slots.end()) {
       continue;  // a slot of another --topic_count or --partitions_per_topic
+    }
+    std::optional<SlotIndex::Snapshot> snapshot = DecodeSnapshot(value);
+    if (!snapshot) {
+      spdlog::warn("slot indexes: the index saved under {} in {} cannot be read; not used", key,
+                   slot.topic);
+      continue;
     }
     SlotIndex& index = indexes_->Of(of);
     if (index.Restore(std::move(*snapshot))) {
@@ -339,10 +347,14 @@ void SlotIndexStore::SaveChanged(std::unique_lock<std::mutex>& lock, bool last) 
   const auto all_done = [&] {
     return std::all_of(pending.begin(), pending.end(), [](const auto& p) { return p->done; });
   };
-  // Until Kafka answered every save or its time is up. A stop cuts a periodic save short
-  // (shutdown must not wait on a Kafka that is away); the last save has kFinalSaveTimeout.
-  const auto deadline = Clock::now() + (last ? kFinalSaveTimeout : kSaveTimeout);
-  cv_.wait_until(lock, deadline, [&] { return all_done() || (stop_ && !last); });
+  // Until Kafka answered every save or its time is up; after a stop, kFinalSaveTimeout after it
+  // at most (shutdown must not wait on a Kafka that is away).
+  const auto deadline = Clock::now() + kSaveTimeout;
+  while (!all_done()) {
+    const auto by = stop_ ? std::min(deadline, stop_by_) : deadline;
+    if (Clock::now() >= by) break;
+    cv_.wait_until(lock, by);  // woken by a report or by Stop, which may bring `by` closer
+  }
   if (!all_done()) {
     // Every handler is called (with _PURGE_*) soon after, on the producer's poll thread: wait
     // for them, they point here.

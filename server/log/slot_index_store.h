@@ -67,9 +67,10 @@ class SlotIndexStore {
   // Stop, and waits for the last save.
   ~SlotIndexStore();
 
-  // How long a save waits for Kafka before it is given up; the last one, at shutdown, less.
+  // How long a save waits for Kafka before it is given up; after a stop, the saves end within
+  // kFinalSaveTimeout of it (a shutdown's grace is longer).
   static constexpr std::chrono::milliseconds kSaveTimeout{5000};
-  static constexpr std::chrono::milliseconds kFinalSaveTimeout{500};
+  static constexpr std::chrono::milliseconds kFinalSaveTimeout{2000};
 
  private:
   SlotIndexStore(SlotIndexes* indexes, Metrics* metrics, SlotIndexStoreOptions options)
@@ -86,6 +87,11 @@ class SlotIndexStore {
   SlotIndexes* const indexes_;
   Metrics* const metrics_;
   const SlotIndexStoreOptions options_;
+  std::mutex mu_;
+  std::condition_variable cv_;  // a stop, or a save's answer from Kafka
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::chrono::steady_clock::time_point stop_by_ ABSL_GUARDED_BY(mu_);  // a stop's saves end
+  // After mu_ and cv_, which its delivery reports use: destroyed before them.
   KafkaProperties producer_properties_;
   std::unique_ptr<Producer> producer_;
   std::unique_ptr<Consumer> consumer_;
@@ -94,9 +100,6 @@ class SlotIndexStore {
   // Of each slot: when it may be saved again (later for a large index).
   std::map<Slot, std::chrono::steady_clock::time_point> next_save_;  // the thread's own
   static constexpr size_t kSaveBytesPerInterval = 256 << 10;
-  std::mutex mu_;
-  std::condition_variable cv_;  // a stop, or a save's answer from Kafka
-  bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

@@ -581,21 +581,20 @@ TEST_F(SlotIndexTest, AnIndexSavedWhileItsWalserverRunsIsTakenByAnotherOne) {
   const ReadCase small{kSmall, 0, 0};
   const ReadResult first = ReadThrough(*client, small);  // builds the saver's index
   ASSERT_EQ(first.entries.size(), 3u) << Describe(first);
-  // A save that ends after the read may have taken its snapshot before the read's scan told
-  // the index what it read; one that begins after such a save ended cannot have. Saves run one
-  // after the other; the second read changes the index, so that another save comes.
-  const auto saved_after = [&](uint64_t count) {
+  // A save that ends after a read may have taken its snapshot before the read's scan told the
+  // index what it read; one that begins after such a save ended cannot have. Saves run one
+  // after the other, and each read changes the index, so that a save follows it: the second
+  // save counted after a read's start began after the first read was recorded.
+  for (int read = 0; read < 2; ++read) {
+    const uint64_t saves = (*saver)->metrics().read_index_saves.load();
+    ASSERT_EQ(ReadThrough(*client, small), first);
     const auto deadline = Clock::now() + seconds(30);
-    while ((*saver)->metrics().read_index_saves.load() == count && Clock::now() < deadline) {
+    while ((*saver)->metrics().read_index_saves.load() == saves && Clock::now() < deadline) {
       std::this_thread::sleep_for(milliseconds(20));
     }
-    return (*saver)->metrics().read_index_saves.load() > count;
-  };
-  ASSERT_TRUE(saved_after((*saver)->metrics().read_index_saves.load()))
-      << "the running walserver saved nothing within 30 s";
-  const uint64_t saves = (*saver)->metrics().read_index_saves.load();
-  ASSERT_EQ(ReadThrough(*client, small), first);
-  ASSERT_TRUE(saved_after(saves)) << "the running walserver saved nothing within 30 s";
+    ASSERT_GT((*saver)->metrics().read_index_saves.load(), saves)
+        << "the running walserver saved nothing within 30 s of a read";
+  }
 
   options.name = "taker";
   options.read_index_save_interval = ServerOptions().read_index_save_interval;

@@ -123,6 +123,15 @@ TEST(SlotIndexStore, DamagedOrForeignBytesAreNeverUsed) {
   EXPECT_FALSE(DecodeSnapshot(EncodeSnapshot(far)).has_value());
   far.runs = {{1, {{5, SlotIndex::kNoEnd - 1}}}};
   EXPECT_TRUE(DecodeSnapshot(EncodeSnapshot(far)).has_value());
+  // A varint whose tenth byte holds more than the 64th bit (here the bytes recorded).
+  SlotIndex::Snapshot big = odd;
+  big.bytes_recorded = ~uint64_t{0};
+  std::string wide = EncodeSnapshot(big);
+  ASSERT_TRUE(DecodeSnapshot(wide).has_value());
+  constexpr size_t kTenthByte = 1 + 16 + 9;  // after the format byte and the topic id
+  ASSERT_EQ(static_cast<uint8_t>(wide[kTenthByte]), 1);
+  wide[kTenthByte] = 2;
+  EXPECT_FALSE(DecodeSnapshot(wide).has_value());
   // No offsets recorded, which a stretch implies.
   SlotIndex::Snapshot none_recorded = odd;
   none_recorded.offsets_recorded = 0;
@@ -161,6 +170,19 @@ TEST(SlotIndexStore, AnIndexThatKnowsSomethingTakesNoSnapshot) {
   EXPECT_FALSE(none.TakeSnapshot().has_value());
   none.Record(0, 10, {{1, 5}}, 1000, none.log_changes());
   EXPECT_FALSE(none.TakeSnapshot().has_value()) << "no log id";
+}
+
+// A scan that began before the restore read what the restored index may not be of.
+TEST(SlotIndexStore, AScanBegunBeforeARestoreAddsNothing) {
+  SlotIndex saved;
+  Fill(saved);
+  SlotIndex index;
+  const uint64_t scan_began = index.log_changes();
+  ASSERT_TRUE(index.Restore(*saved.TakeSnapshot()));
+  index.Record(20000, 30000, {{1, 25000}}, 1000, scan_began);
+  EXPECT_EQ(Stretches(index), Stretches(saved));
+  index.Record(20000, 30000, {{1, 25000}}, 1000, index.log_changes());
+  EXPECT_NE(Stretches(index), Stretches(saved)) << "a scan begun after it adds";
 }
 
 }  // namespace
