@@ -211,14 +211,14 @@ void Bench::Index() {
       emit("service ReadMany of the 10 with data indexed", with_data_indexed, region_bytes);
   // What the 990 empty regions add to opening the 10 with data.
   EmitRatio("index", "ratio ReadMany 1000 regions/the 10 with data indexed", parameter, ri / wi);
-  const double sk = emit("service 6 x 20 B after a restart, index kept", small_kept, small_bytes);
-  const double sf =
-      emit("service 6 x 20 B after a restart, index not kept", small_forgot, small_bytes);
+  const double sk =
+      emit("service 6 x 20 B after a restart with the index kept", small_kept, small_bytes);
+  const double sf = emit("service 6 x 20 B after a restart without it", small_forgot, small_bytes);
   EmitRatio("index", "ratio 6 x 20 B after a restart kept/not kept", parameter, sk / sf);
-  const double rk =
-      emit("service ReadMany 1000 regions after a restart, index kept", regions_kept, region_bytes);
-  const double rf = emit("service ReadMany 1000 regions after a restart, index not kept",
-                         regions_forgot, region_bytes);
+  const double rk = emit("service ReadMany 1000 regions after a restart with the index kept",
+                         regions_kept, region_bytes);
+  const double rf = emit("service ReadMany 1000 regions after a restart without it", regions_forgot,
+                         region_bytes);
   EmitRatio("index", "ratio ReadMany 1000 regions after a restart kept/not kept", parameter,
             rk / rf);
 }
