@@ -124,11 +124,13 @@ std::string EncodeSnapshot(const SlotIndex::Snapshot& snapshot) {
   for (const auto& [namespace_id, runs] : snapshot.runs) {
     PutVarint(&out, namespace_id);
     PutVarint(&out, runs.size());
-    int64_t previous_end = 0;  // one past the previous run's last
+    // One past the previous run's last. Unsigned: a run ending at kNoEnd (never in an index)
+    // is still written, for DecodeSnapshot to refuse.
+    uint64_t previous_end = 0;
     for (const SlotIndex::Run& r : runs) {
-      PutVarint(&out, static_cast<uint64_t>(r.first - previous_end));
+      PutVarint(&out, static_cast<uint64_t>(r.first) - previous_end);
       PutVarint(&out, static_cast<uint64_t>(r.last - r.first));
-      previous_end = r.last + 1;
+      previous_end = static_cast<uint64_t>(r.last) + 1;
     }
   }
   return out;
