@@ -187,14 +187,13 @@ absl::StatusOr<std::unique_ptr<SlotIndexStore>> SlotIndexStore::Start(
   // A save Kafka does not take by then is given up; the next one saves the index as it is then.
   producer_properties.try_emplace("message.timeout.ms", std::to_string(kSaveTimeout.count()));
   producer_properties.try_emplace("compression.type", "lz4");
-  store->producer_properties_ = producer_properties;
-  auto producer = Producer::Create(producer_properties, store->options_.name + "-index");
+  auto producer = RecoveringProducer::Create(producer_properties, store->options_.name + "-index");
   if (!producer.ok()) return producer.status();
   store->producer_ = std::move(*producer);
   // Looked up now, so that a save (the last one, at shutdown, above all) does not wait for it;
   // if it cannot be, the first save looks it up.
-  if (absl::Status s = store->producer_->Prepare({store->options_.topic},
-                                                 Clock::now() + store->options_.load_timeout);
+  if (absl::Status s = store->producer_->current()->Prepare(
+          {store->options_.topic}, Clock::now() + store->options_.load_timeout);
       !s.ok()) {
     spdlog::warn("slot indexes: {}", s.ToString());
   }
@@ -308,15 +307,13 @@ void SlotIndexStore::Load() {
 
 void SlotIndexStore::SaveChanged(std::unique_lock<std::mutex>& lock, bool last) {
   lock.unlock();
-  if (producer_->fatal()) {
-    // Its idempotence state broke (a purge of records in flight can do that): a new one.
-    auto producer = Producer::Create(producer_properties_, options_.name + "-index");
-    if (!producer.ok()) {
-      spdlog::warn("slot indexes not saved: {}", producer.status().ToString());
-      lock.lock();
-      return;
-    }
-    producer_ = std::move(*producer);
+  // A new producer if this one's idempotence state broke (a purge of records in flight can do
+  // that).
+  absl::StatusOr<Producer*> producer = producer_->Live();
+  if (!producer.ok()) {
+    spdlog::warn("slot indexes not saved: {}", producer.status().ToString());
+    lock.lock();
+    return;
   }
   std::vector<std::unique_ptr<PendingSave>> pending;
   for (const auto& [slot, index] : indexes_->All()) {
@@ -338,7 +335,8 @@ void SlotIndexStore::SaveChanged(std::unique_lock<std::mutex>& lock, bool last) 
       saved_[slot] = changes;
       continue;
     }
-    if (absl::Status s = producer_->Produce(options_.topic, 0, save->key, save->value, save.get());
+    if (absl::Status s =
+            (*producer)->Produce(options_.topic, 0, save->key, save->value, save.get());
         !s.ok()) {
       spdlog::warn("slot index of {} not saved: {}", save->key, s.ToString());
       continue;
@@ -361,7 +359,7 @@ void SlotIndexStore::SaveChanged(std::unique_lock<std::mutex>& lock, bool last) 
     // Every handler is called (with _PURGE_*) soon after, on the producer's poll thread: wait
     // for them, they point here.
     lock.unlock();
-    producer_->Purge();
+    (*producer)->Purge();
     lock.lock();
     cv_.wait(lock, all_done);
   }

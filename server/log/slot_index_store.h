@@ -30,6 +30,7 @@
 #include "server/kafka/client.h"
 #include "server/kafka/consumer.h"
 #include "server/kafka/producer.h"
+#include "server/kafka/recovering_producer.h"
 #include "server/log/slot_index.h"
 
 namespace wal {
@@ -92,8 +93,7 @@ class SlotIndexStore {
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::chrono::steady_clock::time_point stop_by_ ABSL_GUARDED_BY(mu_);  // a stop's saves end
   // After mu_ and cv_, which its delivery reports use: destroyed before them.
-  KafkaProperties producer_properties_;
-  std::unique_ptr<Producer> producer_;
+  std::unique_ptr<RecoveringProducer> producer_;
   std::unique_ptr<Consumer> consumer_;
   // Of each slot: its index's changes() when it was last saved or restored.
   std::map<Slot, uint64_t> saved_;  // the thread's own
