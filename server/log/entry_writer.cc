@@ -22,7 +22,7 @@ class EntryWriter::Call {
     Call* call = nullptr;
     uint32_t item = 0;
     bool first_of_entry = false;
-    std::string value;
+    std::string_view value;  // in the call's `values`
     void OnDelivery(const Delivery& delivery) override { call->OnRecord(*this, delivery); }
   };
 
@@ -33,6 +33,7 @@ class EntryWriter::Call {
   }
 
   std::vector<Record> records;
+  std::unique_ptr<char[]> values;  // the bytes of every record, one allocation per call
   std::multimap<Clock::time_point, Call*>::iterator timer;
   bool timer_armed = false;  // guarded by the writer's timer_mu_
 
@@ -164,30 +165,45 @@ EntryWriter::ProducerSlot& EntryWriter::OwnerOf(const Slot& slot) {
   return *producers_[h % producers_.size()];
 }
 
-std::vector<std::vector<std::string>> EntryWriter::Encode(const std::vector<AppendItem>& items) {
-  std::vector<std::vector<std::string>> encoded;
-  encoded.reserve(items.size());
+std::unique_ptr<char[]> EntryWriter::Encode(const std::vector<AppendItem>& items,
+                                            std::vector<std::string_view>* records,
+                                            std::vector<size_t>* first_record) {
+  const auto bytes_of = [&](const AppendItem& item) {
+    return item.fence ? kRecordHeaderBytes
+                      : EntryRecordBytes(item.data.size(), options_.max_record_bytes);
+  };
+  size_t bytes = 0;
+  for (const AppendItem& item : items) bytes += bytes_of(item);
+  std::unique_ptr<char[]> buffer(new char[bytes]);  // every byte is written below
   RecordSource source = source_;
   source.created_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                           std::chrono::system_clock::now().time_since_epoch())
                           .count();
+  records->reserve(items.size());
+  first_record->reserve(items.size() + 1);
+  char* out = buffer.get();
   for (const AppendItem& item : items) {
+    first_record->push_back(records->size());
     if (item.fence) {
-      encoded.push_back({EncodeFence(item.stamp.epoch, source)});
+      EncodeFenceTo(item.stamp.epoch, source, out);
+      records->emplace_back(out, kRecordHeaderBytes);
     } else {
-      encoded.push_back(EncodeEntry(item.data, next_nonce_.fetch_add(1), options_.max_record_bytes,
-                                    item.stamp, source, item.crc32c));
+      EncodeEntryTo(item.data, next_nonce_.fetch_add(1), options_.max_record_bytes, item.stamp,
+                    source, item.crc32c, out, records);
     }
+    out += bytes_of(item);
   }
-  return encoded;
+  first_record->push_back(records->size());
+  return buffer;
 }
 
 void EntryWriter::Append(std::vector<AppendItem> items, Clock::time_point deadline, Callback done) {
-  std::vector<std::vector<std::string>> encoded = Encode(items);
-  size_t total = 0;
-  for (const auto& records : encoded) total += records.size();
+  std::vector<std::string_view> values;
+  std::vector<size_t> first_record;  // of item i, and the count of records after the last
+  std::unique_ptr<char[]> buffer = Encode(items, &values, &first_record);
   // Addresses of the records are handed to librdkafka: the vector is sized once, here.
-  auto* call = new Call(this, items.size(), total, std::move(done));
+  auto* call = new Call(this, items.size(), values.size(), std::move(done));
+  call->values = std::move(buffer);
 
   // Complete a little before the caller's deadline, so the caller hears UNAVAILABLE instead of
   // timing out blind.
@@ -197,8 +213,6 @@ void EntryWriter::Append(std::vector<AppendItem> items, Clock::time_point deadli
   // that chunks of one entry are never interleaved with another call's.
   std::map<ProducerSlot*, std::vector<size_t>> by_producer;
   for (size_t i = 0; i < items.size(); ++i) by_producer[&OwnerOf(items[i].slot)].push_back(i);
-  std::vector<size_t> first_record(items.size());
-  for (size_t i = 0, r = 0; i < items.size(); r += encoded[i].size(), ++i) first_record[i] = r;
 
   int unsent = 0;
   int produced = 0;  // records handed to librdkafka
@@ -221,12 +235,12 @@ void EntryWriter::Append(std::vector<AppendItem> items, Clock::time_point deadli
     }
     for (size_t i : indexes) {
       const std::string key = EncodeKey(items[i].namespace_id);
-      for (size_t c = 0; c < encoded[i].size(); ++c) {
-        Call::Record& record = call->records[first_record[i] + c];
+      for (size_t r = first_record[i]; r < first_record[i + 1]; ++r) {
+        Call::Record& record = call->records[r];
         record.call = call;
         record.item = static_cast<uint32_t>(i);
-        record.first_of_entry = c == 0;
-        record.value = std::move(encoded[i][c]);
+        record.first_of_entry = r == first_record[i];
+        record.value = values[r];
         if (failed) {
           ++unsent;
           continue;

@@ -88,8 +88,12 @@ class EntryWriter {
   EntryWriter(const KafkaProperties& properties, const WriterOptions& options, std::string name)
       : properties_(properties), options_(options), name_(std::move(name)) {}
   ProducerSlot& OwnerOf(const Slot& slot);
-  // The record values of each item, all stamped with this process's source and the time now.
-  std::vector<std::vector<std::string>> Encode(const std::vector<AppendItem>& items);
+  // The records of every item in one buffer (returned), all stamped with this process's source
+  // and the time now: `records` gets a view of each, item by item, and `first_record` the index
+  // of each item's first and, last, the number of records.
+  std::unique_ptr<char[]> Encode(const std::vector<AppendItem>& items,
+                                 std::vector<std::string_view>* records,
+                                 std::vector<size_t>* first_record);
   void TimerLoop();
   void ArmTimer(Call* call, Clock::time_point when);
   // True if the timer still held the call (and so the caller now owns the timer's reference).

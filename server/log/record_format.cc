@@ -40,6 +40,13 @@ void PutHeader(const RecordHeader& h, char* out) {
   PutBigEndian(static_cast<uint64_t>(h.source.created_ms), 8, out + 68);
 }
 
+size_t ChunkBytes(size_t max_record_bytes) { return max_record_bytes - kRecordHeaderBytes; }
+
+size_t ChunkCount(size_t data_bytes, size_t max_record_bytes) {
+  const size_t chunk_bytes = ChunkBytes(max_record_bytes);
+  return std::max<size_t>(1, (data_bytes + chunk_bytes - 1) / chunk_bytes);
+}
+
 }  // namespace
 
 uint64_t OriginOf(std::string_view name) {
@@ -48,19 +55,21 @@ uint64_t OriginOf(std::string_view name) {
   return hash == 0 ? 1 : hash;
 }
 
-std::vector<std::string> EncodeEntry(std::string_view data, uint64_t nonce, size_t max_record_bytes,
-                                     const EntryStamp& stamp, const RecordSource& source,
-                                     std::optional<uint32_t> crc) {
-  const size_t chunk_bytes = max_record_bytes - kRecordHeaderBytes;
+size_t EntryRecordBytes(size_t data_bytes, size_t max_record_bytes) {
+  return data_bytes + ChunkCount(data_bytes, max_record_bytes) * kRecordHeaderBytes;
+}
+
+void EncodeEntryTo(std::string_view data, uint64_t nonce, size_t max_record_bytes,
+                   const EntryStamp& stamp, const RecordSource& source, std::optional<uint32_t> crc,
+                   char* out, std::vector<std::string_view>* records) {
+  const size_t chunk_bytes = ChunkBytes(max_record_bytes);
   RecordHeader header;
   header.stamp = stamp;
   header.source = source;
   header.entry_crc = crc ? *crc : Crc32c(data);
   header.entry_bytes = data.size();
   header.entry_nonce = nonce;
-  const size_t chunks = std::max<size_t>(1, (data.size() + chunk_bytes - 1) / chunk_bytes);
-  std::vector<std::string> records;
-  records.reserve(chunks);
+  const size_t chunks = ChunkCount(data.size(), max_record_bytes);
   for (size_t i = 0; i < chunks; ++i) {
     if (chunks == 1) {
       header.kind = RecordKind::kFull;
@@ -73,21 +82,34 @@ std::vector<std::string> EncodeEntry(std::string_view data, uint64_t nonce, size
     }
     header.chunk_index = static_cast<uint32_t>(i);
     const std::string_view chunk = data.substr(i * chunk_bytes, chunk_bytes);
-    std::string& record = records.emplace_back(kRecordHeaderBytes + chunk.size(), '\0');
-    PutHeader(header, record.data());
-    std::copy(chunk.begin(), chunk.end(), record.begin() + kRecordHeaderBytes);
+    PutHeader(header, out);
+    std::copy(chunk.begin(), chunk.end(), out + kRecordHeaderBytes);
+    records->emplace_back(out, kRecordHeaderBytes + chunk.size());
+    out += kRecordHeaderBytes + chunk.size();
   }
-  return records;
 }
 
-std::string EncodeFence(uint64_t epoch, const RecordSource& source) {
+void EncodeFenceTo(uint64_t epoch, const RecordSource& source, char* out) {
   RecordHeader header;
   header.source = source;
   header.kind = RecordKind::kFence;
   header.entry_crc = Crc32c({});
   header.stamp.epoch = epoch;
+  PutHeader(header, out);
+}
+
+std::vector<std::string> EncodeEntry(std::string_view data, uint64_t nonce, size_t max_record_bytes,
+                                     const EntryStamp& stamp, const RecordSource& source,
+                                     std::optional<uint32_t> crc) {
+  std::string buffer(EntryRecordBytes(data.size(), max_record_bytes), '\0');
+  std::vector<std::string_view> views;
+  EncodeEntryTo(data, nonce, max_record_bytes, stamp, source, crc, buffer.data(), &views);
+  return std::vector<std::string>(views.begin(), views.end());
+}
+
+std::string EncodeFence(uint64_t epoch, const RecordSource& source) {
   std::string record(kRecordHeaderBytes, '\0');
-  PutHeader(header, record.data());
+  EncodeFenceTo(epoch, source, record.data());
   return record;
 }
 

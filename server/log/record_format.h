@@ -87,6 +87,16 @@ std::vector<std::string> EncodeEntry(std::string_view data, uint64_t nonce, size
 // The fence record of `epoch`.
 std::string EncodeFence(uint64_t epoch, const RecordSource& source = {});
 
+// The same records written into memory the caller owns, so that an append of many entries makes
+// one allocation for all its records instead of one or more per entry. EntryRecordBytes is the
+// room an entry's records take; EncodeEntryTo writes them one after another from `out` and
+// appends a view of each to `records`. EncodeFenceTo writes kRecordHeaderBytes.
+size_t EntryRecordBytes(size_t data_bytes, size_t max_record_bytes);
+void EncodeEntryTo(std::string_view data, uint64_t nonce, size_t max_record_bytes,
+                   const EntryStamp& stamp, const RecordSource& source, std::optional<uint32_t> crc,
+                   char* out, std::vector<std::string_view>* records);
+void EncodeFenceTo(uint64_t epoch, const RecordSource& source, char* out);
+
 // Decodes one record value. Errors (unknown version or kind, short value) mean the record is not
 // ours to read; the caller skips and counts it.
 absl::StatusOr<DecodedRecord> DecodeRecord(std::string_view value);
