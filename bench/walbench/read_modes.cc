@@ -14,12 +14,56 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "bench/walbench/bench.h"
+#include "grpcpp/grpcpp.h"
+#include "server/common/crc32c.h"
 #include "server/common/namespace_key.h"
 #include "server/kafka/client.h"
 #include "server/kafka/consumer.h"
 #include "server/log/record_format.h"
 
 namespace walbench {
+namespace {
+
+// The floor of any replay through gRPC on this host: a server in this process that streams
+// prebuilt responses (the entries of a replay, with the fields walserver fills, in batches of
+// walserver's 1 MiB) to the same client, and does nothing else: no Kafka, no copies of its own.
+class PrebuiltReads final : public wal::v1::WalService::Service {
+ public:
+  PrebuiltReads(const std::string& payload, uint64_t bytes) {
+    const uint32_t crc = wal::Crc32c(payload);
+    wal::v1::ReadResponse batch;
+    size_t batch_bytes = 0;
+    for (uint64_t id = 0; id * payload.size() < bytes; ++id) {
+      wal::v1::Entry* e = batch.add_entries();
+      e->set_namespace_id(1);
+      e->set_entry_id(id);
+      e->set_epoch(1);
+      e->set_sequence(id + 1);
+      e->set_writer_id(1);
+      e->set_crc32c(crc);
+      e->set_data(payload);
+      if ((batch_bytes += payload.size()) >= (1 << 20)) {
+        batches_.push_back(std::move(batch));
+        batch.Clear();
+        batch_bytes = 0;
+      }
+    }
+    if (batch.entries_size() > 0) batches_.push_back(std::move(batch));
+  }
+
+  grpc::Status Read(grpc::ServerContext*, const wal::v1::ReadRequest*,
+                    grpc::ServerWriter<wal::v1::ReadResponse>* writer) override {
+    for (const wal::v1::ReadResponse& batch : batches_) {
+      if (!writer->Write(batch)) break;
+    }
+    return grpc::Status::OK;
+  }
+
+ private:
+  std::vector<wal::v1::ReadResponse> batches_;
+};
+
+}  // namespace
 
 // How late a follower sees an entry: one entry every 20 ms, each carrying its number, from
 // one client; a follow read through the same walserver on another client notes when each
@@ -236,12 +280,23 @@ void Bench::Replay() {
     }
     Must(w->Append(request).status(), "append");
   }
-  std::vector<double> whole_times, among_empty;
+  PrebuiltReads prebuilt(payload, written);
+  int stub_port = 0;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &stub_port);
+  builder.RegisterService(&prebuilt);
+  std::unique_ptr<grpc::Server> stub = builder.BuildAndStart();
+  auto stub_client = Connect(absl::StrCat("127.0.0.1:", stub_port));
+  std::vector<double> whole_times, stub_times, among_empty;
   for (int run = 0; run < runs; ++run) {
     auto t0 = Clock::now();
     const uint64_t got_whole = ReadWhole(*w, 1);
     whole_times.push_back(duration<double>(Clock::now() - t0).count());
     MustDeliver(got_whole, written, "one stream");
+    t0 = Clock::now();
+    const uint64_t got_stub = ReadWhole(*stub_client, 1);
+    stub_times.push_back(duration<double>(Clock::now() - t0).count());
+    MustDeliver(got_stub, written, "one stream from prebuilt responses");
     t0 = Clock::now();
     wal::ReadManyOptions read_many;
     for (int r = 1; r <= empty + 1; ++r) read_many.namespaces.push_back({uint64_t(r), 0, 0});
@@ -261,6 +316,7 @@ void Bench::Replay() {
     among_empty.push_back(duration<double>(Clock::now() - t0).count());
   }
   whole.Stop();
+  stub->Shutdown();
 
   Row r1{"replay", "service 1 namespace", absl::StrFormat("%.0f MB slot", mb)};
   r1.value = Median(one);
@@ -278,6 +334,10 @@ void Bench::Replay() {
   rw.value = Median(whole_times);
   rw.mb_per_s = mb / rw.value;
   Emit(rw);
+  Row rs{"replay", "gRPC floor: prebuilt stream", r1.parameter};
+  rs.value = Median(stub_times);
+  rs.mb_per_s = mb / rs.value;
+  Emit(rs);
   // Speed ratio: >= 0.9 wanted.
   EmitRatio("replay", "ratio 1 ns scan/raw", r1.parameter, r0.value / r1.value);
   // Time ratio: <= 1.2 wanted.
@@ -288,6 +348,7 @@ void Bench::Replay() {
   rm.mb_per_s = mb / rm.value;
   Emit(rm);
   EmitRatio("replay", "ratio ReadMany/raw time", r1.parameter, rm.value / r0.value);
+  EmitRatio("replay", "ratio gRPC floor/raw time", r1.parameter, rs.value / r0.value);
   Row re{"replay", absl::StrCat("service ReadMany 1 + ", empty, " empty"), r1.parameter};
   re.value = Median(among_empty);
   re.mb_per_s = mb / re.value;
