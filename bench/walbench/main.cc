@@ -16,7 +16,9 @@
 //   latency     open loop at fixed rates (fractions of the measured maximum)
 //   replay      read one namespace back; read all namespaces of one slot at once, as separate
 //               Reads and as one ReadMany; read the same bytes written as one namespace, through
-//               one stream, and with 999 empty namespaces of its slot on one ReadMany
+//               one stream, and with 999 empty namespaces of its slot on one ReadMany; and the
+//               gRPC floor: the same entries streamed to the same client by a stub server
+//               from prebuilt responses
 //   index       --index_mib MiB of one namespace in a slot, 6 entries of 20 bytes of another
 //               spread over it, a third with 1% of the bytes in 100 runs, and 1,000 regions
 //               of which 10 hold 1% between them: the small ones read, and the regions opened
