@@ -308,7 +308,8 @@ void SlotIndexStore::Load() {
 void SlotIndexStore::SaveChanged(std::unique_lock<std::mutex>& lock, bool last) {
   lock.unlock();
   // A new producer if this one's idempotence state broke (a purge of records in flight can do
-  // that).
+  // that). The replaced ones go once drained: every save of theirs was done before this one.
+  producer_->ReleaseDrained();
   absl::StatusOr<Producer*> producer = producer_->Live();
   if (!producer.ok()) {
     spdlog::warn("slot indexes not saved: {}", producer.status().ToString());
