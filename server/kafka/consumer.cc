@@ -38,10 +38,12 @@ absl::StatusOr<std::unique_ptr<Consumer>> Consumer::Create(const KafkaProperties
 }
 
 Consumer::~Consumer() {
+  ahead_.clear();  // messages go back before the handle closes
   if (rk_) rd_kafka_consumer_close(rk_.get());
 }
 
 absl::Status Consumer::Assign(const std::string& topic, int32_t partition, int64_t offset) {
+  ahead_.clear();
   rd_kafka_topic_partition_list_t* list = rd_kafka_topic_partition_list_new(1);
   rd_kafka_topic_partition_list_add(list, topic.c_str(), partition)->offset = offset;
   rd_kafka_resp_err_t err = rd_kafka_assign(rk_.get(), list);
@@ -50,6 +52,7 @@ absl::Status Consumer::Assign(const std::string& topic, int32_t partition, int64
 }
 
 absl::Status Consumer::Seek(const std::string& topic, int32_t partition, int64_t offset) {
+  ahead_.clear();
   rd_kafka_topic_partition_list_t* list = rd_kafka_topic_partition_list_new(1);
   rd_kafka_topic_partition_list_add(list, topic.c_str(), partition)->offset = offset;
   // A seek only updates the local fetcher and is answered at once; the bound is for a client
@@ -67,27 +70,39 @@ absl::Status Consumer::Seek(const std::string& topic, int32_t partition, int64_t
 }
 
 absl::Status Consumer::Unassign() {
+  ahead_.clear();
   return KafkaErrorToStatus(rd_kafka_assign(rk_.get(), nullptr), "unassigning");
 }
 
 Message Consumer::Poll(int timeout_ms) {
-  return Message(rd_kafka_consumer_poll(rk_.get(), timeout_ms));
+  if (ahead_.empty()) FetchAhead(timeout_ms);
+  if (ahead_.empty()) return nullptr;
+  Message next = std::move(ahead_.front());
+  ahead_.pop_front();
+  return next;
+}
+
+void Consumer::FetchAhead(int timeout_ms) {
+  Message first(rd_kafka_consumer_poll(rk_.get(), timeout_ms));
+  if (!first) return;
+  ahead_.push_back(std::move(first));
+  // Then what is queued already. With a timeout, librdkafka would wait for a full batch.
+  rd_kafka_queue_t* queue = rd_kafka_queue_get_consumer(rk_.get());
+  if (queue == nullptr) return;
+  rd_kafka_message_t* raw[kPollAhead - 1];
+  const ssize_t n = rd_kafka_consume_batch_queue(queue, 0, raw, kPollAhead - 1);
+  rd_kafka_queue_destroy(queue);
+  for (ssize_t i = 0; i < n; ++i) ahead_.emplace_back(raw[i]);
 }
 
 std::vector<Message> Consumer::PollBatch(int timeout_ms, size_t max) {
   std::vector<Message> out;
-  Message first = Poll(timeout_ms);
-  if (!first) return out;
-  out.push_back(std::move(first));
-  // Then what is queued already. With a timeout, librdkafka would wait for a full batch.
-  std::vector<rd_kafka_message_t*> raw(max > 1 ? max - 1 : 0);
-  if (raw.empty() || !rk_) return out;  // (a fake in tests has no queue)
-  rd_kafka_queue_t* queue = rd_kafka_queue_get_consumer(rk_.get());
-  if (queue == nullptr) return out;
-  const ssize_t n = rd_kafka_consume_batch_queue(queue, 0, raw.data(), raw.size());
-  rd_kafka_queue_destroy(queue);
-  out.reserve(out.size() + std::max<ssize_t>(n, 0));
-  for (ssize_t i = 0; i < n; ++i) out.emplace_back(raw[i]);
+  Message m = Poll(timeout_ms);
+  while (m) {
+    out.push_back(std::move(m));
+    if (out.size() >= max) break;
+    m = Poll(0);
+  }
   return out;
 }
 

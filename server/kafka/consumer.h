@@ -3,7 +3,9 @@
 
 #include <librdkafka/rdkafka.h>
 
+#include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
@@ -42,10 +44,13 @@ class Consumer {
   virtual absl::Status Seek(const std::string& topic, int32_t partition, int64_t offset);
   virtual absl::Status Unassign();
   // The next message or event (errors and partition EOF arrive as messages with err set);
-  // nullptr when nothing came within `timeout_ms`.
+  // nullptr when nothing came within `timeout_ms`. Takes what librdkafka has queued in batches
+  // of up to kPollAhead (an assign, seek or unassign drops what was taken ahead): one call into
+  // librdkafka per record read its clock three times and took its queue's lock, a tenth of a
+  // replay's scan thread (docs/BENCHMARKS.md).
   virtual Message Poll(int timeout_ms);
   // Up to `max` of what Poll returns: the first as Poll waits for it, then whatever is already
-  // queued behind it, in one call. Empty when nothing came within `timeout_ms`.
+  // queued behind it. Empty when nothing came within `timeout_ms`.
   std::vector<Message> PollBatch(int timeout_ms, size_t max);
 
   rd_kafka_t* handle() const { return rk_.get(); }
@@ -54,8 +59,15 @@ class Consumer {
   Consumer() = default;  // for fakes: no librdkafka handle
 
  private:
+  static constexpr size_t kPollAhead = 64;
+
   explicit Consumer(KafkaHandle rk) : rk_(std::move(rk)) {}
+  // Polls librdkafka for one message within `timeout_ms`, then takes what is queued behind it
+  // into ahead_.
+  void FetchAhead(int timeout_ms);
+
   KafkaHandle rk_;
+  std::deque<Message> ahead_;  // taken from librdkafka's queue, not yet returned by Poll
 };
 
 }  // namespace wal

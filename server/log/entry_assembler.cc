@@ -99,6 +99,17 @@ void EntryAssembler::Complete(int64_t first_offset, const RecordHeader& header, 
     Release(out);
     return;
   }
+  if (partials_.empty() && ready_.empty()) {
+    // Nothing begun before it waits: it goes out now, as Release would hand it out, without a
+    // trip through ready_ (a node allocated and freed per entry of a replay).
+    if (!seen_.Add(header.stamp.writer_id, header.stamp.sequence)) {
+      ++duplicates_;
+      return;
+    }
+    out->push_back(AssembledEntry{static_cast<uint64_t>(first_offset), std::move(data),
+                                  header.stamp, header.entry_crc, header.source.created_ms});
+    return;
+  }
   ready_bytes_ += data.size();
   ready_.emplace(first_offset,
                  AssembledEntry{static_cast<uint64_t>(first_offset), std::move(data), header.stamp,
