@@ -292,9 +292,9 @@ absl::Status EntryReader::Run(const ReadParams& params, const std::shared_ptr<Re
 
 namespace {
 
-v1::ReadResponse EndOf(uint64_t namespace_id, const absl::Status& status, bool caught_up) {
-  v1::ReadResponse message;
-  v1::ReadEnd* end = message.add_ends();
+ReadBatch EndOf(uint64_t namespace_id, const absl::Status& status, bool caught_up) {
+  ReadBatch message;
+  v1::ReadEnd* end = message.AddEnd();
   end->set_namespace_id(namespace_id);
   end->set_code(static_cast<int32_t>(status.code()));
   end->set_message(std::string(status.message()));

@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "server/common/deadline.h"
 #include "server/common/metrics.h"
+#include "server/log/read_batch.h"
 #include "server/log/slot_index.h"
 #include "wal/v1/wal.pb.h"
 
@@ -22,7 +23,7 @@ class ReadSink {
  public:
   virtual ~ReadSink() = default;
   // Blocks until the sink can take `batch` or the read was cancelled; false when cancelled.
-  virtual bool Send(v1::ReadResponse batch) = 0;
+  virtual bool Send(ReadBatch batch) = 0;
   virtual bool cancelled() const = 0;
   // Ends the read; called exactly once, last.
   virtual void Finish(absl::Status status) = 0;

@@ -166,7 +166,7 @@ ReadMember::Step ReadMember::DeliverNext(const std::function<void()>& rejoin,
                                          absl::Status* status) {
   std::unique_lock<std::mutex> lock(mu_);
   if (!queue_.empty()) {
-    v1::ReadResponse batch = std::move(queue_.front().first);
+    ReadBatch batch = std::move(queue_.front().first);
     queue_bytes_ -= queue_.front().second;
     if (params_.call_budget) params_.call_budget->queued -= queue_.front().second;
     queue_.pop_front();
@@ -256,7 +256,7 @@ void ReadMember::EndAtCorrupt() {
 
 void ReadMember::AddGap(int64_t from, int64_t to, v1::Gap::Reason reason, std::string message) {
   if (done_ || from >= to) return;
-  v1::Gap* gap = batch_.add_gaps();
+  v1::Gap* gap = batch_.AddGap();
   gap->set_namespace_id(params_.namespace_id);
   gap->set_from_entry_id(static_cast<uint64_t>(from));
   gap->set_to_entry_id(static_cast<uint64_t>(to));
@@ -313,17 +313,11 @@ void ReadMember::TakeReady() {
       if (e.created_ms < params_.start_time_ms) continue;
       time_reached_ = true;
     }
-    v1::Entry* out = batch_.add_entries();
-    out->set_namespace_id(params_.namespace_id);
-    out->set_entry_id(e.entry_id);
-    out->set_epoch(e.stamp.epoch);
-    out->set_sequence(e.stamp.sequence);
-    out->set_writer_id(e.stamp.writer_id);
-    out->set_crc32c(e.crc32c);
+    batch_.AddEntry(ReadEntry{params_.namespace_id, e.entry_id, e.data, e.stamp.epoch,
+                              e.stamp.sequence, e.crc32c, e.stamp.writer_id});
     batch_bytes_ += e.data.size();
     context_->metrics->read_bytes += e.data.size();
     ++context_->metrics->read_entries;
-    *out->mutable_data() = std::move(e.data);
     ++sent_;
     if (params_.limit != 0 && sent_ >= params_.limit) {
       Flush();
@@ -337,7 +331,7 @@ void ReadMember::TakeReady() {
 }
 
 void ReadMember::Flush() {
-  if (batch_.entries_size() == 0 && batch_.gaps_size() == 0) return;
+  if (batch_.empty()) return;
   std::lock_guard<std::mutex> lock(mu_);
   // A client that had nothing to take is not a stalled one: its time starts now.
   if (queue_.empty()) last_progress_ = Clock::now().time_since_epoch().count();
@@ -345,7 +339,7 @@ void ReadMember::Flush() {
   queue_bytes_ += batch_bytes_;
   if (params_.call_budget) params_.call_budget->queued += batch_bytes_;
   if (FullLocked()) over_limit_ = true;
-  batch_.Clear();
+  batch_ = ReadBatch();
   batch_bytes_ = 0;
   cv_.notify_all();
   if (bell_) bell_->Ring();
@@ -371,22 +365,9 @@ absl::Status ReadMember::Deleted() const {
                    "anew)"));
 }
 
-bool ReadMember::DropTruncated(int64_t cut, v1::ReadResponse* batch) const {
-  auto* gaps = batch->mutable_gaps();
-  for (int i = gaps->size() - 1; i >= 0; --i) {  // truncated: no longer this read's business
-    if (static_cast<int64_t>(gaps->Get(i).to_entry_id()) <= cut) gaps->DeleteSubrange(i, 1);
-  }
-  auto* entries = batch->mutable_entries();
-  if (entries->empty() || static_cast<int64_t>(entries->begin()->entry_id()) >= cut) {
-    return entries->empty() && gaps->empty();
-  }
-  int keep_from = 0;
-  while (keep_from < entries->size() &&
-         static_cast<int64_t>(entries->Get(keep_from).entry_id()) < cut) {
-    ++keep_from;
-  }
-  entries->DeleteSubrange(0, keep_from);
-  return entries->empty() && gaps->empty();
+bool ReadMember::DropTruncated(int64_t cut, ReadBatch* batch) const {
+  batch->DropBelow(cut);
+  return batch->empty();
 }
 
 }  // namespace wal

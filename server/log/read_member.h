@@ -37,6 +37,7 @@
 #include "server/common/slot.h"
 #include "server/log/entry_assembler.h"
 #include "server/log/read.h"
+#include "server/log/read_batch.h"
 #include "server/meta/namespace_table.h"
 #include "wal/v1/wal.pb.h"
 
@@ -170,7 +171,7 @@ class ReadMember {
   bool FullLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Read thread: drops the entries of `batch` below `cut`, the truncation point now (it may
   // have risen since they were queued). True when nothing is left to send.
-  bool DropTruncated(int64_t cut, v1::ReadResponse* batch) const;
+  bool DropTruncated(int64_t cut, ReadBatch* batch) const;
   // How a read ends once its namespace's incarnation is deleted.
   absl::Status Deleted() const;
 
@@ -193,7 +194,7 @@ class ReadMember {
   // Corrupt entries of this read's range not yet passed: id -> when encoded.
   std::map<int64_t, int64_t> corrupt_;
   bool time_reached_;  // an entry at or after params_.start_time_ms was met (or there is none)
-  v1::ReadResponse batch_;
+  ReadBatch batch_;
   size_t batch_bytes_ = 0;
   size_t batch_limit_;       // batch_bytes, or less for a share; grows (GrowBatch)
   size_t batch_growth_ = 0;  // taken from the call's budget (QueueBudget::batch_growth)
@@ -205,7 +206,7 @@ class ReadMember {
   std::mutex mu_;
   std::condition_variable cv_;
   // Batches with their entry bytes.
-  std::deque<std::pair<v1::ReadResponse, size_t>> queue_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::pair<ReadBatch, size_t>> queue_ ABSL_GUARDED_BY(mu_);
   size_t queue_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   bool detached_ ABSL_GUARDED_BY(mu_) = false;
   bool caught_up_ ABSL_GUARDED_BY(mu_) = false;  // reached caught_up_at_, not yet reported

@@ -1,20 +1,39 @@
 #include "server/rpc/read_stream.h"
 
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "server/rpc/grpc_status.h"
 
 namespace wal {
 
-bool ReadStreamReactor::Sink::Send(v1::ReadResponse batch) {
+namespace {
+
+// The message's bytes as slices that own them: gRPC writes them without a copy.
+grpc::ByteBuffer ToByteBuffer(ReadBatch batch) {
+  std::vector<grpc::Slice> slices;
+  for (std::string& piece : batch.TakeSerialized()) {
+    auto* bytes = new std::string(std::move(piece));
+    slices.emplace_back(
+        bytes->data(), bytes->size(), [](void* owned) { delete static_cast<std::string*>(owned); },
+        bytes);
+  }
+  return grpc::ByteBuffer(slices.data(), slices.size());
+}
+
+}  // namespace
+
+bool ReadStreamReactor::Sink::Send(ReadBatch batch) {
+  grpc::ByteBuffer message = ToByteBuffer(std::move(batch));
   std::unique_lock<std::mutex> lock(mu_);
   // At most one batch waits behind the one being written: the reader cannot run ahead.
   cv_.wait(lock, [this] { return cancelled_ || queue_.size() < 2; });
   if (cancelled_) return false;
-  queue_.push_back(std::move(batch));
+  queue_.push_back(std::move(message));
   if (writing_) return true;
   writing_ = true;
-  const v1::ReadResponse* next = &queue_.front();
+  const grpc::ByteBuffer* next = &queue_.front();
   lock.unlock();
   reactor_->StartWrite(next);
   return true;
@@ -41,7 +60,7 @@ void ReadStreamReactor::Sink::WriteDone(bool ok) {
   if (!ok) cancelled_ = true;
   cv_.notify_all();
   if (!queue_.empty() && ok) {
-    const v1::ReadResponse* next = &queue_.front();
+    const grpc::ByteBuffer* next = &queue_.front();
     lock.unlock();
     reactor_->StartWrite(next);
     return;

@@ -1,5 +1,7 @@
 // One Read or ReadMany call: the read's thread pushes batches in through the ReadSink side (see
-// log/read.h), gRPC's reactions drain them, one write in flight at a time.
+// log/read.h), gRPC's reactions drain them, one write in flight at a time. The batches go out as
+// the read path serialised them (log/read_batch.h): the two methods are raw ones, whose messages
+// gRPC takes as bytes.
 //
 // Threads. Send() runs on the read's thread and blocks while two batches wait (so the read cannot
 // run ahead of its client); OnWriteDone and OnCancel run on gRPC's threads. They meet under the
@@ -17,18 +19,20 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "grpcpp/support/byte_buffer.h"
+#include "grpcpp/support/server_callback.h"
 #include "server/log/read.h"
-#include "wal/v1/wal.grpc.pb.h"
+#include "server/log/read_batch.h"
 
 namespace wal {
 
-class ReadStreamReactor final : public grpc::ServerWriteReactor<v1::ReadResponse> {
+class ReadStreamReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
   class Sink final : public ReadSink {
    public:
     explicit Sink(ReadStreamReactor* reactor) : reactor_(reactor) {}
 
-    bool Send(v1::ReadResponse batch) override;
+    bool Send(ReadBatch batch) override;
     bool cancelled() const override;
     void Finish(absl::Status status) override;
 
@@ -40,7 +44,7 @@ class ReadStreamReactor final : public grpc::ServerWriteReactor<v1::ReadResponse
     ReadStreamReactor* const reactor_;
     mutable std::mutex mu_;
     std::condition_variable cv_;
-    std::deque<v1::ReadResponse> queue_ ABSL_GUARDED_BY(mu_);  // the front one is being written
+    std::deque<grpc::ByteBuffer> queue_ ABSL_GUARDED_BY(mu_);  // the front one is being written
     bool writing_ ABSL_GUARDED_BY(mu_) = false;
     bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
     std::optional<absl::Status> final_status_ ABSL_GUARDED_BY(mu_);  // once the queue is written

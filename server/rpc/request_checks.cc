@@ -1,10 +1,25 @@
 #include "server/rpc/request_checks.h"
 
 #include <limits>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 
 namespace wal {
+
+absl::Status ParseRequest(const grpc::ByteBuffer& raw, google::protobuf::MessageLite* message) {
+  std::vector<grpc::Slice> slices;
+  std::string bytes;
+  if (raw.Dump(&slices).ok()) {
+    for (const grpc::Slice& slice : slices) {
+      bytes.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+    }
+    if (message->ParseFromString(bytes)) return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("the request is not a ", message->GetTypeName(), " message"));
+}
 
 absl::Status CheckId(uint64_t namespace_id, absl::string_view field) {
   if (namespace_id == 0) {

@@ -8,11 +8,17 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "google/protobuf/message_lite.h"
+#include "grpcpp/support/byte_buffer.h"
 #include "server/common/deadline.h"
 #include "server/log/read.h"
 #include "wal/v1/wal.pb.h"
 
 namespace wal {
+
+// The request of a raw method (rpc/wal_service.h) parsed into `message`; INVALID_ARGUMENT when
+// its bytes are not one.
+absl::Status ParseRequest(const grpc::ByteBuffer& raw, google::protobuf::MessageLite* message);
 
 // INVALID_ARGUMENT for the reserved id 0.
 absl::Status CheckId(uint64_t namespace_id, absl::string_view field = "");

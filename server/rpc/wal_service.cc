@@ -296,13 +296,15 @@ grpc::ServerUnaryReactor* WalServiceImpl::Append(grpc::CallbackServerContext* ct
   return reactor;
 }
 
-grpc::ServerWriteReactor<v1::ReadResponse>* WalServiceImpl::Read(grpc::CallbackServerContext* ctx,
-                                                                 const v1::ReadRequest* request) {
+grpc::ServerWriteReactor<grpc::ByteBuffer>* WalServiceImpl::Read(grpc::CallbackServerContext* ctx,
+                                                                 const grpc::ByteBuffer* raw) {
   auto* reactor = new ReadStreamReactor();
   absl::Status status = auth_.Check(*ctx);
+  v1::ReadRequest request;
+  if (status.ok()) status = ParseRequest(*raw, &request);
   if (status.ok()) {
     absl::StatusOr<ReadParams> params =
-        ReadParamsFrom(*request, request->follow(), SteadyDeadline(*ctx));
+        ReadParamsFrom(request, request.follow(), SteadyDeadline(*ctx));
     status = params.ok() ? reader_->Start(*params, reactor->sink()) : params.status();
   }
   if (!status.ok()) reactor->Finish(ToGrpcStatus(status));
@@ -342,10 +344,13 @@ bool WalServiceImpl::WaitForStreams(Clock::time_point deadline) {
   return streams_cv_.wait_until(lock, deadline, [this] { return streams_.empty(); });
 }
 
-grpc::ServerWriteReactor<v1::ReadResponse>* WalServiceImpl::ReadMany(
-    grpc::CallbackServerContext* ctx, const v1::ReadManyRequest* request) {
+grpc::ServerWriteReactor<grpc::ByteBuffer>* WalServiceImpl::ReadMany(
+    grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* raw) {
   auto* reactor = new ReadStreamReactor();
   absl::Status status = auth_.Check(*ctx);
+  v1::ReadManyRequest parsed;
+  if (status.ok()) status = ParseRequest(*raw, &parsed);
+  const v1::ReadManyRequest* request = &parsed;
   if (status.ok() && request->reads_size() > kMaxReadManyNamespaces) {
     status =
         absl::InvalidArgumentError(absl::StrCat("a ReadMany names at most ", kMaxReadManyNamespaces,

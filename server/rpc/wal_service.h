@@ -46,7 +46,12 @@ struct ServiceOptions {
   std::chrono::milliseconds slow_append{100};
 };
 
-class WalServiceImpl final : public v1::WalService::CallbackService {
+// Read and ReadMany are raw methods: their responses leave as the read path serialised them
+// (log/read_batch.h), and their requests are parsed here (ParseRequest).
+using WalServiceBase = v1::WalService::WithRawCallbackMethod_Read<
+    v1::WalService::WithRawCallbackMethod_ReadMany<v1::WalService::CallbackService>>;
+
+class WalServiceImpl final : public WalServiceBase {
  public:
   using AppendDone = std::function<void(absl::StatusOr<std::vector<uint64_t>>)>;
 
@@ -60,12 +65,14 @@ class WalServiceImpl final : public v1::WalService::CallbackService {
   grpc::ServerUnaryReactor* Append(grpc::CallbackServerContext* ctx,
                                    const v1::AppendRequest* request,
                                    v1::AppendResponse* response) override;
-  grpc::ServerWriteReactor<v1::ReadResponse>* Read(grpc::CallbackServerContext* ctx,
-                                                   const v1::ReadRequest* request) override;
+  // A ReadRequest in, ReadResponses out.
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* Read(grpc::CallbackServerContext* ctx,
+                                                   const grpc::ByteBuffer* request) override;
   grpc::ServerBidiReactor<v1::AppendStreamRequest, v1::AppendStreamResponse>* AppendStream(
       grpc::CallbackServerContext* ctx) override;
-  grpc::ServerWriteReactor<v1::ReadResponse>* ReadMany(grpc::CallbackServerContext* ctx,
-                                                       const v1::ReadManyRequest* request) override;
+  // A ReadManyRequest in, ReadResponses out.
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* ReadMany(grpc::CallbackServerContext* ctx,
+                                                       const grpc::ByteBuffer* raw) override;
   grpc::ServerUnaryReactor* Truncate(grpc::CallbackServerContext* ctx,
                                      const v1::TruncateRequest* request,
                                      v1::TruncateResponse* response) override;

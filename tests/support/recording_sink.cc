@@ -5,7 +5,8 @@
 
 namespace wal::testing {
 
-bool RecordingSink::Send(v1::ReadResponse batch) {
+bool RecordingSink::Send(ReadBatch sent) {
+  v1::ReadResponse batch = sent.ToResponse();
   if (send_time_ > Clock::duration::zero()) std::this_thread::sleep_for(send_time_);
   std::unique_lock lock(mu_);
   blocked_ = stalled_;

@@ -25,7 +25,7 @@ class RecordingSink final : public ReadSink {
   explicit RecordingSink(Clock::duration send_time = Clock::duration::zero())
       : send_time_(send_time) {}
 
-  bool Send(v1::ReadResponse batch) override;
+  bool Send(ReadBatch batch) override;
   bool cancelled() const override;
   void Finish(absl::Status status) override;
 
