@@ -85,14 +85,23 @@ Message Consumer::Poll(int timeout_ms) {
 void Consumer::FetchAhead(int timeout_ms) {
   Message first(rd_kafka_consumer_poll(rk_.get(), timeout_ms));
   if (!first) return;
+  size_t bytes = first->len;
   ahead_.push_back(std::move(first));
-  // Then what is queued already. With a timeout, librdkafka would wait for a full batch.
+  // Then what is queued already, a few at a time until the bounds. (With a timeout, librdkafka
+  // would wait for a full batch.)
   rd_kafka_queue_t* queue = rd_kafka_queue_get_consumer(rk_.get());
   if (queue == nullptr) return;
-  rd_kafka_message_t* raw[kPollAhead - 1];
-  const ssize_t n = rd_kafka_consume_batch_queue(queue, 0, raw, kPollAhead - 1);
+  while (ahead_.size() < kAheadRecords && bytes < kAheadBytes) {
+    rd_kafka_message_t* raw[kAheadPerCall];
+    const ssize_t n = rd_kafka_consume_batch_queue(
+        queue, 0, raw, std::min(kAheadPerCall, kAheadRecords - ahead_.size()));
+    for (ssize_t i = 0; i < n; ++i) {
+      bytes += raw[i]->len;
+      ahead_.emplace_back(raw[i]);
+    }
+    if (n < static_cast<ssize_t>(kAheadPerCall)) break;  // the queue is empty (or an error)
+  }
   rd_kafka_queue_destroy(queue);
-  for (ssize_t i = 0; i < n; ++i) ahead_.emplace_back(raw[i]);
 }
 
 std::vector<Message> Consumer::PollBatch(int timeout_ms, size_t max) {

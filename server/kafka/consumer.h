@@ -25,7 +25,8 @@ using Message = std::unique_ptr<rd_kafka_message_t, MessageDeleter>;
 
 // A consumer that reads partitions at absolute offsets: no group membership, no commits,
 // auto.offset.reset=error so that records missing from Kafka surface as an error. The methods a
-// slot scan calls are virtual, so that unit tests can drive a scan with a fake.
+// slot scan calls are virtual, so that unit tests can drive a scan with a fake. One thread at a
+// time: Poll, PollBatch, Assign, Seek and Unassign share the messages taken ahead unlocked.
 class Consumer {
  public:
   static absl::StatusOr<std::unique_ptr<Consumer>> Create(const KafkaProperties& properties,
@@ -40,14 +41,16 @@ class Consumer {
   // Moves the assigned partition's fetch position: what was fetched ahead is dropped and
   // fetching starts again at once. Scans rewind with it rather than by assigning again, which
   // is the heavier operation (and, many times a second, tripped an assertion in librdkafka
-  // 2.0.2's assignment code under ThreadSanitizer; not tried again on 2.12.1).
+  // 2.0.2's assignment code under ThreadSanitizer; not tried again on 2.12.1). After a failed
+  // seek the position is unknown (what was taken ahead is gone): assign again.
   virtual absl::Status Seek(const std::string& topic, int32_t partition, int64_t offset);
   virtual absl::Status Unassign();
   // The next message or event (errors and partition EOF arrive as messages with err set);
-  // nullptr when nothing came within `timeout_ms`. Takes what librdkafka has queued in batches
-  // of up to kPollAhead (an assign, seek or unassign drops what was taken ahead): one call into
-  // librdkafka per record read its clock three times and took its queue's lock, a tenth of a
-  // replay's scan thread (docs/BENCHMARKS.md).
+  // nullptr when nothing came within `timeout_ms`. Takes what librdkafka has queued ahead, up
+  // to kAheadRecords records or about kAheadBytes (an assign, seek or unassign drops it): one
+  // call into librdkafka per record read its clock three or four times and took its queue's
+  // lock (docs/BENCHMARKS.md). librdkafka counts what was taken ahead as consumed: its queue
+  // limit (queued.max.messages.kbytes) does not include it.
   virtual Message Poll(int timeout_ms);
   // Up to `max` of what Poll returns: the first as Poll waits for it, then whatever is already
   // queued behind it. Empty when nothing came within `timeout_ms`.
@@ -59,7 +62,11 @@ class Consumer {
   Consumer() = default;  // for fakes: no librdkafka handle
 
  private:
-  static constexpr size_t kPollAhead = 64;
+  // Taken ahead at most: records, their bytes (past which no more calls are made), and records
+  // per call (so at most kAheadBytes plus this many records of any size).
+  static constexpr size_t kAheadRecords = 64;
+  static constexpr size_t kAheadBytes = 256 << 10;
+  static constexpr size_t kAheadPerCall = 8;
 
   explicit Consumer(KafkaHandle rk) : rk_(std::move(rk)) {}
   // Polls librdkafka for one message within `timeout_ms`, then takes what is queued behind it

@@ -22,7 +22,11 @@ void EntryAssembler::Add(int64_t offset, std::string_view value, std::vector<Ass
       min_epoch_ = std::max(min_epoch_, h.stamp.epoch);
       return;
     case RecordKind::kFull:
-      Complete(offset, h, std::string(record->payload), out);
+      if (lend_records_ && partials_.empty() && ready_.empty()) {
+        Complete(offset, h, std::string(), record->payload, out);
+      } else {
+        Complete(offset, h, std::string(record->payload), std::nullopt, out);
+      }
       return;
     case RecordKind::kFirst: {
       if (h.chunk_index != 0 || h.entry_bytes > max_entry_bytes_ ||
@@ -68,26 +72,24 @@ void EntryAssembler::Add(int64_t offset, std::string_view value, std::vector<Ass
         Partial done = std::move(p);
         partials_.erase(it);
         buffered_bytes_ -= done.data.size();
-        Complete(done.first_offset, done.header, std::move(done.data), out);
+        Complete(done.first_offset, done.header, std::move(done.data), std::nullopt, out);
       }
       return;
     }
   }
 }
 
-void EntryAssembler::Complete(int64_t first_offset, const RecordHeader& header, std::string data,
-                              std::vector<AssembledEntry>* out) {
+bool EntryAssembler::Accept(int64_t first_offset, const RecordHeader& header,
+                            std::string_view data) {
   if (data.size() != header.entry_bytes) {
     ++skipped_;
-    Release(out);
-    return;
+    return false;
   }
   // An entry no read would return anyway (a fenced writer's, a copy of one already seen) is
   // dropped as such, corrupt or not: only an entry a read would deliver makes it fail.
   if (header.stamp.epoch < min_epoch_) {
     ++fenced_;
-    Release(out);
-    return;
+    return false;
   }
   if (Crc32c(data) != header.entry_crc) {
     if (seen_.Contains(header.stamp.writer_id, header.stamp.sequence)) {
@@ -96,9 +98,24 @@ void EntryAssembler::Complete(int64_t first_offset, const RecordHeader& header, 
       ++skipped_;
       corrupt_.push_back({first_offset, header.source.created_ms});
     }
+    return false;
+  }
+  return true;
+}
+
+void EntryAssembler::Complete(int64_t first_offset, const RecordHeader& header, std::string data,
+                              std::optional<std::string_view> lent,
+                              std::vector<AssembledEntry>* out) {
+  if (!Accept(first_offset, header, lent ? *lent : std::string_view(data))) {
     Release(out);
     return;
   }
+  AssembledEntry entry{static_cast<uint64_t>(first_offset),
+                       std::move(data),
+                       lent,
+                       header.stamp,
+                       header.entry_crc,
+                       header.source.created_ms};
   if (partials_.empty() && ready_.empty()) {
     // Nothing begun before it waits: it goes out now, as Release would hand it out, without a
     // trip through ready_ (a node allocated and freed per entry of a replay).
@@ -106,14 +123,16 @@ void EntryAssembler::Complete(int64_t first_offset, const RecordHeader& header, 
       ++duplicates_;
       return;
     }
-    out->push_back(AssembledEntry{static_cast<uint64_t>(first_offset), std::move(data),
-                                  header.stamp, header.entry_crc, header.source.created_ms});
+    out->push_back(std::move(entry));
     return;
   }
-  ready_bytes_ += data.size();
-  ready_.emplace(first_offset,
-                 AssembledEntry{static_cast<uint64_t>(first_offset), std::move(data), header.stamp,
-                                header.entry_crc, header.source.created_ms});
+  // Add lends only an entry it hands out at once; one held back must own its bytes.
+  if (entry.lent) {
+    entry.data.assign(*entry.lent);
+    entry.lent.reset();
+  }
+  ready_bytes_ += entry.data.size();
+  ready_.emplace(first_offset, std::move(entry));
   Release(out);
 }
 

@@ -28,10 +28,15 @@ namespace wal {
 
 struct AssembledEntry {
   uint64_t entry_id = 0;  // offset of the entry's first record
-  std::string data;
+  std::string data;       // empty when `lent`
+  // Instead of `data`, from an assembler that lends (EntryAssembler::LendRecords): the entry's
+  // bytes in the record given to Add.
+  std::optional<std::string_view> lent;
   EntryStamp stamp;
-  uint32_t crc32c = 0;     // of `data`, as its records carry it (and as checked)
+  uint32_t crc32c = 0;     // of bytes(), as its records carry it (and as checked)
   int64_t created_ms = 0;  // when its writer encoded it (0: unknown, an old record)
+
+  std::string_view bytes() const { return lent ? *lent : std::string_view(data); }
 };
 
 // Rebuilds the entries of one namespace from its records in offset order, and hands them out in
@@ -53,6 +58,12 @@ class EntryAssembler {
   explicit EntryAssembler(uint64_t max_entry_bytes, uint64_t min_epoch = 0,
                           int64_t torn_after_ms = kDefaultTornAfterMs)
       : max_entry_bytes_(max_entry_bytes), min_epoch_(min_epoch), torn_after_ms_(torn_after_ms) {}
+
+  // From now on, an entry of one record that Add hands out at once (nothing waits before it)
+  // points into the record instead of a copy of its bytes (AssembledEntry::lent). For a caller
+  // done with what `out` holds before it lets go of the record: a replay then copies each entry
+  // once, into the message to its client (log/read_batch.h).
+  void LendRecords() { lend_records_ = true; }
 
   // Feeds the record at `offset`; appends the entries that became ready to `out`.
   void Add(int64_t offset, std::string_view value, std::vector<AssembledEntry>* out);
@@ -90,8 +101,11 @@ class EntryAssembler {
     std::string data;
     uint32_t next_chunk = 1;
   };
+  // A whole entry: its bytes in `data`, or in `lent` when nothing waits before it.
   void Complete(int64_t first_offset, const RecordHeader& header, std::string data,
-                std::vector<AssembledEntry>* out);
+                std::optional<std::string_view> lent, std::vector<AssembledEntry>* out);
+  // Whether an entry may be handed out: its size, epoch and checksum; counts why not.
+  bool Accept(int64_t first_offset, const RecordHeader& header, std::string_view data);
   void Release(std::vector<AssembledEntry>* out);
   // Gives up on the incomplete entries that `next` (the record after them) shows to be torn.
   void DropTorn(const RecordHeader& next, std::vector<AssembledEntry>* out);
@@ -101,6 +115,7 @@ class EntryAssembler {
   uint64_t max_entry_bytes_;
   uint64_t min_epoch_;
   int64_t torn_after_ms_;
+  bool lend_records_ = false;
   std::map<uint64_t, Partial> partials_;     // by nonce
   std::map<int64_t, AssembledEntry> ready_;  // complete, held back; by entry id
   SeenSequences seen_;                       // of the entries handed out

@@ -29,7 +29,8 @@ class ReadSink {
   virtual void Finish(absl::Status status) = 0;
 };
 
-// Entry bytes the reads of one ReadMany have waiting for their client together. Any of them
+// Bytes the reads of one ReadMany have waiting for their client together (as queues count them:
+// the memory of their batches, ReadMember::Flush). Any of them
 // may queue more while the call as a whole is within `limit`: one big namespace among many
 // empty ones gets the room they do not use.
 struct QueueBudget {
@@ -38,7 +39,8 @@ struct QueueBudget {
   std::atomic<size_t> queued{0};
   // Bytes by which the reads grew their batches past what they began with (ReadMember's
   // GrowBatch); at most limit / 4. The batches being filled then hold at most 3/4 of the limit
-  // (half when they begin: batches of half a share each), 1/2 before batches grew.
+  // in entry bytes (half when they begin: batches of half a share each), 1/2 before batches
+  // grew; `queued` counts their memory once queued (ReadMember::Flush).
   std::atomic<size_t> batch_growth{0};
 };
 
@@ -52,7 +54,7 @@ struct ReadParams {
   // Lost records and corrupt entries become Gaps in the stream instead of ending it.
   bool skip_lost = false;
   Clock::time_point deadline = Clock::time_point::max();
-  // Entry bytes this read may have waiting for its client, and about how many go in one
+  // Bytes this read may have waiting for its client, and about how many entry bytes go in one
   // message; 0: ReaderOptions::read_queue_bytes and batch_bytes. The reads of one ReadMany go
   // by their call's budget instead (below), with batches sized from a share of it.
   size_t queue_bytes = 0;
@@ -65,9 +67,10 @@ struct ReaderOptions {
   size_t max_idle_consumers = 4;  // of each FetchSize
   uint64_t max_entry_bytes = 64 << 20;
   size_t batch_bytes = 1 << 20;  // a response message carries about this much
-  // Entry bytes a read may have waiting for its client. A read whose client falls further
-  // behind leaves the shared scan of its slot (which waits for no other call's client) and goes
-  // on with a scan of its own once its client caught up (which waits up to a second for it).
+  // Bytes a read may have waiting for its client (the memory of its batches, ReadMember::Flush). A
+  // read whose client falls further behind leaves the shared scan of its slot (which waits for no
+  // other call's client) and goes on with a scan of its own once its client caught up (which waits
+  // up to a second for it).
   size_t read_queue_bytes = 8 << 20;
   // A read from a time starts at the offset Kafka gives for that time (offsets-for-times) rather
   // than at the namespace's first entry. False on the mock cluster, which cannot answer it.
@@ -88,7 +91,7 @@ struct ReaderOptions {
   int64_t narrow_fetch_bytes = 16 << 10;
 };
 
-// Entry bytes all the reads of one ReadMany may have waiting for its client together, and the
+// Bytes all the reads of one ReadMany may have waiting for its client together, and the
 // least share of it (a read's batches are half its share).
 inline constexpr size_t kReadManyQueueBytes = 64 << 20;
 inline constexpr size_t kReadManyMinQueueBytes = 64 << 10;

@@ -38,6 +38,10 @@ class ReadBatch {
   v1::ReadEnd* AddEnd() { return rest_.add_ends(); }
 
   size_t entry_count() const { return ids_.size(); }
+  // The memory the entries take: their chunks, with what is left unused at the end of each (up
+  // to about as much again as they hold, when entries do not fit what is left), and their ids
+  // and offsets.
+  size_t memory_bytes() const;
   bool empty() const { return ids_.empty() && rest_.gaps_size() == 0 && rest_.ends_size() == 0; }
   // Drops the entries below `cut` and the gaps that end at or below it (a truncation since the
   // batch was built).

@@ -27,7 +27,10 @@ ReadMember::ReadMember(ReadContext* context, const ReadParams& params,
       // A fence before the start is not in the scanned range; the table knows its epoch.
       assembler_(context->options.max_entry_bytes, ns_.FencedEpochBefore(start)),
       time_reached_(params.start_time_ms == 0),
-      batch_limit_(params.batch_bytes != 0 ? params.batch_bytes : context->options.batch_bytes) {}
+      batch_limit_(params.batch_bytes != 0 ? params.batch_bytes : context->options.batch_bytes) {
+  // OnRecord takes every entry Add hands out before the record goes (TakeReady).
+  assembler_.LendRecords();
+}
 
 ReadMember::~ReadMember() {
   if (params_.call_budget) params_.call_budget->batch_growth -= batch_growth_;
@@ -313,10 +316,11 @@ void ReadMember::TakeReady() {
       if (e.created_ms < params_.start_time_ms) continue;
       time_reached_ = true;
     }
-    batch_.AddEntry(ReadEntry{params_.namespace_id, e.entry_id, e.data, e.stamp.epoch,
+    const std::string_view data = e.bytes();
+    batch_.AddEntry(ReadEntry{params_.namespace_id, e.entry_id, data, e.stamp.epoch,
                               e.stamp.sequence, e.crc32c, e.stamp.writer_id});
-    batch_bytes_ += e.data.size();
-    context_->metrics->read_bytes += e.data.size();
+    batch_bytes_ += data.size();
+    context_->metrics->read_bytes += data.size();
     ++context_->metrics->read_entries;
     ++sent_;
     if (params_.limit != 0 && sent_ >= params_.limit) {
@@ -335,9 +339,12 @@ void ReadMember::Flush() {
   std::lock_guard<std::mutex> lock(mu_);
   // A client that had nothing to take is not a stalled one: its time starts now.
   if (queue_.empty()) last_progress_ = Clock::now().time_since_epoch().count();
-  queue_.emplace_back(std::move(batch_), batch_bytes_);
-  queue_bytes_ += batch_bytes_;
-  if (params_.call_budget) params_.call_budget->queued += batch_bytes_;
+  // Counted as the memory it takes (ReadBatch::memory_bytes), more than its entries' bytes: the
+  // queue's bound is one of memory.
+  const size_t held = batch_.memory_bytes();
+  queue_.emplace_back(std::move(batch_), held);
+  queue_bytes_ += held;
+  if (params_.call_budget) params_.call_budget->queued += held;
   if (FullLocked()) over_limit_ = true;
   batch_ = ReadBatch();
   batch_bytes_ = 0;

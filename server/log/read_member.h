@@ -190,7 +190,7 @@ class ReadMember {
   int64_t truncated_before_;
   int64_t next_offset_ = 0;  // records below were handed to this read already
   EntryAssembler assembler_;
-  std::vector<AssembledEntry> ready_;
+  std::vector<AssembledEntry> ready_;  // may point into the record OnRecord is given
   // Corrupt entries of this read's range not yet passed: id -> when encoded.
   std::map<int64_t, int64_t> corrupt_;
   bool time_reached_;  // an entry at or after params_.start_time_ms was met (or there is none)
@@ -205,7 +205,7 @@ class ReadMember {
 
   std::mutex mu_;
   std::condition_variable cv_;
-  // Batches with their entry bytes.
+  // Batches with the memory they take (Flush).
   std::deque<std::pair<ReadBatch, size_t>> queue_ ABSL_GUARDED_BY(mu_);
   size_t queue_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   bool detached_ ABSL_GUARDED_BY(mu_) = false;

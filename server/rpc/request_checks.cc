@@ -8,17 +8,20 @@
 
 namespace wal {
 
-absl::Status ParseRequest(const grpc::ByteBuffer& raw, google::protobuf::MessageLite* message) {
+absl::Status ParseRequest(const grpc::ByteBuffer* raw, google::protobuf::MessageLite* message) {
   std::vector<grpc::Slice> slices;
-  std::string bytes;
-  if (raw.Dump(&slices).ok()) {
-    for (const grpc::Slice& slice : slices) {
-      bytes.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
-    }
-    if (message->ParseFromString(bytes)) return absl::OkStatus();
+  if (raw == nullptr || !raw->Valid() || !raw->Dump(&slices).ok()) {
+    return absl::InvalidArgumentError("the call carries no request message");
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("the request is not a ", message->GetTypeName(), " message"));
+  std::string bytes;
+  for (const grpc::Slice& slice : slices) {
+    bytes.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+  }
+  if (!message->ParseFromString(bytes)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the request is not a ", message->GetTypeName(), " message"));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CheckId(uint64_t namespace_id, absl::string_view field) {

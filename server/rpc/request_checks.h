@@ -17,8 +17,8 @@
 namespace wal {
 
 // The request of a raw method (rpc/wal_service.h) parsed into `message`; INVALID_ARGUMENT when
-// its bytes are not one.
-absl::Status ParseRequest(const grpc::ByteBuffer& raw, google::protobuf::MessageLite* message);
+// there is none or its bytes are not one.
+absl::Status ParseRequest(const grpc::ByteBuffer* raw, google::protobuf::MessageLite* message);
 
 // INVALID_ARGUMENT for the reserved id 0.
 absl::Status CheckId(uint64_t namespace_id, absl::string_view field = "");

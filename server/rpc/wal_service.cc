@@ -301,7 +301,7 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* WalServiceImpl::Read(grpc::CallbackS
   auto* reactor = new ReadStreamReactor();
   absl::Status status = auth_.Check(*ctx);
   v1::ReadRequest request;
-  if (status.ok()) status = ParseRequest(*raw, &request);
+  if (status.ok()) status = ParseRequest(raw, &request);
   if (status.ok()) {
     absl::StatusOr<ReadParams> params =
         ReadParamsFrom(request, request.follow(), SteadyDeadline(*ctx));
@@ -349,7 +349,7 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* WalServiceImpl::ReadMany(
   auto* reactor = new ReadStreamReactor();
   absl::Status status = auth_.Check(*ctx);
   v1::ReadManyRequest parsed;
-  if (status.ok()) status = ParseRequest(*raw, &parsed);
+  if (status.ok()) status = ParseRequest(raw, &parsed);
   const v1::ReadManyRequest* request = &parsed;
   if (status.ok() && request->reads_size() > kMaxReadManyNamespaces) {
     status =

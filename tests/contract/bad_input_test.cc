@@ -1,7 +1,10 @@
 // Bad input to every call: the right code, and nothing written.
 // Built for the mock cluster and for real Kafka (contract_fixture.h).
+#include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include <memory>
+#include <string>
 #include <thread>
 
 #include "server/common/crc32c.h"
@@ -13,6 +16,31 @@ namespace {
 
 using std::chrono::milliseconds;
 using std::chrono::seconds;
+
+// Read and ReadMany parse their requests themselves (raw methods, rpc/wal_service.h): bytes that
+// are no request are refused with INVALID_ARGUMENT, as a request that is is checked.
+TEST_F(ContractTest, UndecodableReadRequestsAreRefused) {
+  auto channel = grpc::CreateChannel(server_->address(), grpc::InsecureChannelCredentials());
+  const std::string garbage("\x08\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff",
+                            11);  // an 11-byte varint
+  for (const char* method : {"/wal.v1.WalService/Read", "/wal.v1.WalService/ReadMany"}) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + seconds(10));
+    grpc::Slice slice(garbage);
+    const grpc::ByteBuffer request(&slice, 1);
+    std::unique_ptr<grpc::ClientReader<grpc::ByteBuffer>> reader(
+        grpc::internal::ClientReaderFactory<grpc::ByteBuffer>::Create(
+            channel.get(),
+            grpc::internal::RpcMethod(method, grpc::internal::RpcMethod::SERVER_STREAMING), &ctx,
+            request));
+    grpc::ByteBuffer response;
+    EXPECT_FALSE(reader->Read(&response)) << method;
+    const grpc::Status status = reader->Finish();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << method;
+    EXPECT_NE(status.error_message().find("is not a wal.v1.Read"), std::string::npos)
+        << method << ": " << status.error_message();
+  }
+}
 
 // Bad input over every RPC: the right code, a message that names the problem, nothing written.
 // Over 80 lines on purpose: a table of cases, a few lines each, one RPC after another.

@@ -196,6 +196,37 @@ TEST(EntryAssembler, InterleavedWritersComeOutInIdOrder) {
   EXPECT_EQ(out[1].data, "bee");
 }
 
+TEST(EntryAssembler, ALendingAssemblerPointsIntoTheRecordOnlyWhenNothingWaits) {
+  const std::string alone = EncodeEntry("alone", 1, 200)[0];
+  std::string corrupt = EncodeEntry("corrupt", 2, 200)[0];
+  corrupt.back() ^= 1;
+  const std::string a_data = RandomBytes(400, 7);
+  const auto a_records = EncodeEntry(a_data, 100, kRecordHeaderBytes + 150);
+  const std::string behind = EncodeEntry("behind", 3, 200)[0];
+  EntryAssembler a(1 << 20);
+  a.LendRecords();
+  std::vector<AssembledEntry> out;
+  a.Add(0, alone, &out);
+  ASSERT_EQ(out.size(), 1u);
+  ASSERT_TRUE(out[0].lent);
+  EXPECT_EQ(out[0].bytes().data(), alone.data() + kRecordHeaderBytes) << "not a copy";
+  EXPECT_EQ(out[0].bytes(), "alone");
+  EXPECT_TRUE(out[0].data.empty());
+  out.clear();
+  a.Add(1, corrupt, &out);  // checked as any entry
+  EXPECT_TRUE(out.empty());
+  ASSERT_EQ(a.TakeCorrupt().size(), 1u);
+  a.Add(2, a_records[0], &out);
+  a.Add(3, behind, &out);  // waits behind entry 2, so it is a copy
+  a.Add(4, a_records[1], &out);
+  a.Add(5, a_records[2], &out);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_FALSE(out[0].lent);
+  EXPECT_EQ(out[0].bytes(), a_data);
+  EXPECT_FALSE(out[1].lent);
+  EXPECT_EQ(out[1].bytes(), "behind");
+}
+
 TEST(EntryAssembler, HeldBackEntriesAreReleasedWhenTheEarlierOneIsAbandoned) {
   auto a_records = EncodeEntry(RandomBytes(400, 8), 100, 200);
   EntryAssembler a(1 << 20);
