@@ -17,7 +17,7 @@ W truncate 1 2 >/dev/null
 W info 404 >/dev/null 2>&1 || true
 # librdkafka statistics (broker connections, traffic) arrive every 5 s.
 for _ in $(seq 1 80); do
-  curl -sf "http://$HTTP/metrics" | grep -q '^walserver_kafka_broker_up{' && break
+  grep -q '^walserver_kafka_broker_up{' <<<"$(curl -sf "http://$HTTP/metrics")" && break
   sleep 0.25
 done
 curl -sf "http://$HTTP/metrics" >"$work/metrics"

@@ -47,12 +47,14 @@ done
   fail "append bytes in flight limit: $(metric walserver_append_bytes_in_flight_limit)"
 expect_contains "$(curl -sf "http://$HTTP/metrics")" "^# TYPE walserver_rpc_latency_seconds histogram$"
 expect_contains "$(curl -sf "http://$HTTP/metrics")" '^walserver_slot_namespaces\{topic="metrics_[^"]*",partition="[0-9]"\} 1$'
-# librdkafka statistics arrive every 5 s: the broker connection shows up.
+# librdkafka statistics arrive every 5 s: the broker connection shows up. (The page is read whole
+# before grep: under pipefail, `curl | grep -q` fails when grep stops reading before curl wrote
+# it all.)
 for _ in $(seq 1 80); do
-  curl -sf "http://$HTTP/metrics" | grep -q '^walserver_kafka_broker_up{.*} 1$' && break
+  grep -q '^walserver_kafka_broker_up{.*} 1$' <<<"$(curl -sf "http://$HTTP/metrics")" && break
   sleep 0.25
 done
-curl -sf "http://$HTTP/metrics" | grep -q '^walserver_kafka_broker_up{.*} 1$' ||
+grep -q '^walserver_kafka_broker_up{.*} 1$' <<<"$(curl -sf "http://$HTTP/metrics")" ||
   fail "broker connection state from librdkafka statistics"
 curl -sf "http://$HTTP/metrics" |
   awk '/^walserver_kafka_tx_bytes_total\{/ { sum += $2 } END { exit !(sum > 0) }' ||
