@@ -4,6 +4,8 @@
 #include <cstddef>
 #include <utility>
 
+#include "google/protobuf/io/coded_stream.h"
+
 namespace wal {
 namespace {
 
@@ -12,14 +14,9 @@ namespace {
 constexpr uint8_t kVarint = 0;
 constexpr uint8_t kLengthDelimited = 2;
 
-size_t VarintSize(uint64_t v) {
-  size_t n = 1;
-  while (v >= 0x80) {
-    v >>= 7;
-    ++n;
-  }
-  return n;
-}
+using google::protobuf::io::CodedOutputStream;
+
+size_t VarintSize(uint64_t v) { return CodedOutputStream::VarintSize64(v); }
 
 // Keys and varints of a few fields, gathered on the stack and appended to a chunk at once (a
 // push_back per byte cost more than the entry's checksum).
@@ -29,13 +26,7 @@ class FieldWriter {
   FieldWriter(const FieldWriter&) = delete;  // p_ points into buf_
   FieldWriter& operator=(const FieldWriter&) = delete;
 
-  void Varint(uint64_t v) {
-    while (v >= 0x80) {
-      *p_++ = static_cast<char>(v | 0x80);
-      v >>= 7;
-    }
-    *p_++ = static_cast<char>(v);
-  }
+  void Varint(uint64_t v) { p_ = CodedOutputStream::WriteVarint64ToArray(v, p_); }
   void Key(int field, uint8_t type) { Varint(static_cast<uint64_t>(field) << 3 | type); }
   // A varint field, left out when zero as proto3 leaves it out.
   void VarintField(int field, uint64_t v) {
@@ -43,11 +34,13 @@ class FieldWriter {
     Key(field, kVarint);
     Varint(v);
   }
-  void AppendTo(std::string* out) const { out->append(buf_, static_cast<size_t>(p_ - buf_)); }
+  void AppendTo(std::string* out) const {
+    out->append(reinterpret_cast<const char*>(buf_), static_cast<size_t>(p_ - buf_));
+  }
 
  private:
-  char buf_[64];  // room for four fields of a key and a 10-byte varint each (44 bytes at most)
-  char* p_ = buf_;
+  uint8_t buf_[64];  // room for four fields of a key and a 10-byte varint each (44 bytes at most)
+  uint8_t* p_ = buf_;
 };
 
 // Fields of v1::Entry (wal.proto). Proto3 leaves out zeros and empty bytes, except crc32c, an
