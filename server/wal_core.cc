@@ -237,11 +237,9 @@ void WalCore::StartReader(const ServerOptions& o, ReaderOptions reader_options) 
   reader_options.topic_ids = mock_ == nullptr;          // nor describe a topic
   KafkaProperties reader_kafka = kafka_;
   reader_kafka.erase("message.max.bytes");
-  // A fetch's batches are decompressed all at once, and lz4 packs 1 MiB of one repeated byte
-  // into about 4 KiB: 64 KiB per fetch holds at most about 16 MiB of entries, where 1 MiB held
-  // 250 (tests/scripts/read_memory_test.sh). Replay is no slower (docs/BENCHMARKS.md, "Bounded
-  // fetches"), and a larger batch still comes whole (Kafka answers at least one batch).
-  reader_kafka["fetch.message.max.bytes"] = "65536";
+  // The data topics hold batches as this walserver's producers packed them; a larger batch
+  // still comes whole (Kafka answers at least one batch per fetch).
+  reader_kafka["fetch.message.max.bytes"] = std::to_string(ReaderFetchBytes(o.compression));
   reader_kafka = WithUserProperties(reader_kafka, o);
   reader_ =
       std::make_unique<EntryReader>(reader_kafka, reader_options, meta_.get(), &metrics_, o.name);

@@ -42,6 +42,10 @@ std::chrono::milliseconds FetchWait(const KafkaProperties& properties) {
 
 }  // namespace
 
+int64_t ReaderFetchBytes(const std::string& compression) {
+  return compression == "none" ? int64_t{1} << 20 : int64_t{64} << 10;
+}
+
 EntryReader::EntryReader(KafkaProperties properties, ReaderOptions options, MetaStore* meta,
                          Metrics* metrics, std::string name)
     : properties_(PropertiesByFetchSize(std::move(properties), options)),
