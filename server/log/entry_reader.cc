@@ -296,14 +296,13 @@ absl::Status EntryReader::Run(const ReadParams& params, const std::shared_ptr<Re
 
 namespace {
 
-ReadBatch EndOf(uint64_t namespace_id, const absl::Status& status, bool caught_up) {
-  ReadBatch message;
-  v1::ReadEnd* end = message.AddEnd();
+// Adds a namespace's end to `message`, which may hold other namespaces' ends.
+void AddEnd(uint64_t namespace_id, const absl::Status& status, bool caught_up, ReadBatch* message) {
+  v1::ReadEnd* end = message->AddEnd();
   end->set_namespace_id(namespace_id);
   end->set_code(static_cast<int32_t>(status.code()));
   end->set_message(std::string(status.message()));
   end->set_caught_up(caught_up);
-  return message;
 }
 
 }  // namespace
@@ -323,6 +322,12 @@ absl::Status EntryReader::RunMany(const std::vector<ReadParams>& reads,
   auto budget = std::make_shared<QueueBudget>(kReadManyQueueBytes);
   SlotsSeen seen;
   std::vector<std::shared_ptr<ReadMember>> members;
+  // The ends of the namespaces that end at once go out together once the others' scans have
+  // started: one message each, written one after another, held up the scan of a datanode's
+  // ReadMany of 999 empty regions and one big one (docs/BENCHMARKS.md, "Fetch size and
+  // replay"). A ReadMany names at most 1,000 namespaces: their ends are far under a message's
+  // limit.
+  ReadBatch ends;
   for (ReadParams params : reads) {
     if (sink->cancelled()) return absl::CancelledError("read cancelled");
     if (context_.stopping) return absl::UnavailableError("walserver is shutting down");
@@ -333,19 +338,21 @@ absl::Status EntryReader::RunMany(const std::vector<ReadParams>& reads,
         MakeMember(params, sink, stop_at, &seen, bell);
     // A namespace that cannot be read (or has nothing to read) ends at once; the others go on.
     if (!member.ok() || *member == nullptr) {
-      const absl::Status status = member.ok() ? absl::OkStatus() : member.status();
-      if (!sink->Send(EndOf(params.namespace_id, status, /*caught_up=*/false))) {
-        return absl::CancelledError("read cancelled");
-      }
+      AddEnd(params.namespace_id, member.ok() ? absl::OkStatus() : member.status(),
+             /*caught_up=*/false, &ends);
       continue;
     }
     members.push_back(*std::move(member));
   }
   // Joined together, so that the members of one slot share its scan from the start.
   for (const auto& member : members) Join(member, /*shared=*/true);
+  const auto send_ends = [&sink, &ends] {
+    return ends.empty() || sink->Send(std::exchange(ends, ReadBatch()));
+  };
+  if (!send_ends()) return absl::CancelledError("read cancelled");
 
-  // Round robin, one batch per member per turn, so that no namespace starves the others.
-  absl::Status cancelled;
+  // Round robin, one batch per member per turn, so that no namespace starves the others. The
+  // ends of one turn go out together after it (each after its namespace's last entry).
   while (!members.empty()) {
     const uint64_t seen = bell->rung();
     bool progress = false;
@@ -359,21 +366,18 @@ absl::Status EntryReader::RunMany(const std::vector<ReadParams>& reads,
       if (step == ReadMember::Step::kDone) {
         progress = true;
         if (absl::IsCancelled(status) && sink->cancelled()) return status;
-        if (!sink->Send(EndOf(member->namespace_id(), status, /*caught_up=*/false))) {
-          return absl::CancelledError("read cancelled");
-        }
+        AddEnd(member->namespace_id(), status, /*caught_up=*/false, &ends);
         it = members.erase(it);
         continue;
       }
       if (step == ReadMember::Step::kProgress) progress = true;
       if (step == ReadMember::Step::kWaiting && member->TakeCaughtUp()) {
         progress = true;
-        if (!sink->Send(EndOf(member->namespace_id(), absl::OkStatus(), /*caught_up=*/true))) {
-          return absl::CancelledError("read cancelled");
-        }
+        AddEnd(member->namespace_id(), absl::OkStatus(), /*caught_up=*/true, &ends);
       }
       ++it;
     }
+    if (!send_ends()) return absl::CancelledError("read cancelled");
     // Members finish on their own at cancellation, deadline and shutdown (their scans look every
     // 100 ms); the timeout only bounds a missed ring.
     if (!progress) bell->WaitPast(seen, std::chrono::milliseconds(100));

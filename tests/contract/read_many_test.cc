@@ -1,5 +1,6 @@
 // ReadMany: each namespace replayed in order with an end of its own, following, and bad input.
 // Built for the mock cluster and for real Kafka (contract_fixture.h).
+#include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
 #include <condition_variable>
@@ -11,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "tests/contract/contract_fixture.h"
 #include "tests/support/test_util.h"
+#include "wal/v1/wal.grpc.pb.h"
 
 namespace wal::testing {
 namespace {
@@ -78,6 +80,45 @@ TEST_F(ContractTest, ReadManyReplaysEachNamespaceInOrderWithAnEndEach) {
   EXPECT_EQ(got.data[6], std::vector<std::string>{want[6][0]});
   EXPECT_EQ(got.ends[7].code(), grpc::StatusCode::OUT_OF_RANGE);
   EXPECT_EQ(got.ends[5].code(), 0);
+}
+
+TEST_F(ContractTest, ReadManyEndsTheNamespacesWithNothingToReadInOneMessage) {
+  // A datanode opening its regions: one with entries, many empty, some unknown. Sent one by
+  // one, the ends of those with nothing to read held up the one that has entries.
+  Create(1);
+  const std::vector<std::string> entries = {"a", "b", "c"};
+  ASSERT_EQ(Append(1, entries).size(), 3u);
+  v1::ReadManyRequest request;
+  request.add_reads()->set_namespace_id(1);
+  for (uint64_t ns = 100; ns < 105; ++ns) {
+    Create(ns);
+    request.add_reads()->set_namespace_id(ns);
+  }
+  for (uint64_t ns = 900; ns < 950; ++ns) request.add_reads()->set_namespace_id(ns);
+  auto stub = v1::WalService::NewStub(
+      grpc::CreateChannel(server_->address(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + seconds(30));
+  auto reader = stub->ReadMany(&ctx, request);
+  std::vector<std::string> got;
+  std::map<uint64_t, int32_t> codes;
+  int messages_with_ends = 0;
+  v1::ReadResponse response;
+  while (reader->Read(&response)) {
+    for (const v1::Entry& e : response.entries()) got.push_back(e.data());
+    for (const v1::ReadEnd& end : response.ends()) {
+      EXPECT_TRUE(codes.emplace(end.namespace_id(), end.code()).second) << "ended twice";
+    }
+    if (response.ends_size() > 0) ++messages_with_ends;
+  }
+  ASSERT_TRUE(reader->Finish().ok());
+  EXPECT_EQ(got, entries);
+  ASSERT_EQ(codes.size(), 56u);
+  EXPECT_EQ(codes[1], 0);
+  for (uint64_t ns = 100; ns < 105; ++ns) EXPECT_EQ(codes[ns], 0) << ns;
+  for (uint64_t ns = 900; ns < 950; ++ns) EXPECT_EQ(codes[ns], grpc::StatusCode::NOT_FOUND) << ns;
+  // The 55 at once; namespace 1's after its entries, alone or with them.
+  EXPECT_LE(messages_with_ends, 2);
 }
 
 TEST_F(ContractTest, ReadManyFollowsAfterEachBacklog) {
