@@ -355,7 +355,10 @@ void RoundTrip(Client& client, uint64_t first_id, int namespaces, int entries, u
 absl::Status InjectFatalProducerErrors(const EntryWriter& writer) {
   // Waits on these very producers: an append may replace one as soon as it turns fatal (the
   // writer keeps the old one alive until it goes).
-  const std::vector<const Producer*> injected = writer.producers();
+  return InjectFatalProducerErrors(writer.producers());
+}
+
+absl::Status InjectFatalProducerErrors(const std::vector<const Producer*>& injected) {
   for (const Producer* p : injected) {
     const rd_kafka_resp_err_t err = rd_kafka_test_fatal_error(
         p->handle(), RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER, "injected by the test");

@@ -15,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "client/wal_client.h"
+#include "server/kafka/producer.h"
 #include "server/wal_server.h"
 
 namespace wal::testing {
@@ -100,9 +101,10 @@ std::vector<std::string> KafkaServerArgs(const std::string& brokers, const std::
 // A numeric line of /proc/PID/status, e.g. "Threads" or "VmRSS" (in KiB); -1 if absent.
 int64_t ProcStatus(pid_t pid, const std::string& field);
 
-// Raises in each of `writer`'s producers the fatal error librdkafka raises when an idempotent
-// producer's sequence state breaks, and waits (up to 5 s) until every producer saw it. OK, or
-// why not.
+// Raises in each of `producers` the fatal error librdkafka raises when an idempotent producer's
+// sequence state breaks, and waits (up to 5 s) until every one saw it. OK, or why not.
+absl::Status InjectFatalProducerErrors(const std::vector<const Producer*>& producers);
+// The same for each of `writer`'s producers.
 absl::Status InjectFatalProducerErrors(const EntryWriter& writer);
 
 std::string RandomData(std::mt19937_64& rng, size_t size);

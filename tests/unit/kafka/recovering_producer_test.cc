@@ -4,25 +4,11 @@
 
 #include <gtest/gtest.h>
 
-#include <chrono>
-#include <thread>
-
 #include "server/kafka/mock_cluster.h"
+#include "tests/support/test_util.h"
 
 namespace wal {
 namespace {
-
-void MakeFatal(Producer* producer) {
-  ASSERT_EQ(rd_kafka_test_fatal_error(producer->handle(),
-                                      RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER, "test"),
-            RD_KAFKA_RESP_ERR_NO_ERROR);
-  // The error reaches the producer's poll thread within its 100 ms poll.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (!producer->fatal() && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  ASSERT_TRUE(producer->fatal());
-}
 
 TEST(RecoveringProducer, AReplacedProducerIsKeptUntilReleasedOnceDrained) {
   auto cluster = MockCluster::Create(1);
@@ -34,7 +20,7 @@ TEST(RecoveringProducer, AReplacedProducerIsKeptUntilReleasedOnceDrained) {
 
   for (int round = 1; round <= 2; ++round) {
     Producer* broken = recovering.current();
-    MakeFatal(broken);
+    ASSERT_EQ(testing::InjectFatalProducerErrors({broken}), absl::OkStatus());
     auto live = recovering.Live();
     ASSERT_TRUE(live.ok()) << live.status();
     EXPECT_NE(*live, broken);
