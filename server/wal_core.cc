@@ -237,9 +237,11 @@ void WalCore::StartReader(const ServerOptions& o, ReaderOptions reader_options) 
   reader_options.topic_ids = mock_ == nullptr;          // nor describe a topic
   KafkaProperties reader_kafka = kafka_;
   reader_kafka.erase("message.max.bytes");
-  // The data topics hold batches as this walserver's producers packed them; a larger batch
-  // still comes whole (Kafka answers at least one batch per fetch).
-  reader_kafka["fetch.message.max.bytes"] = std::to_string(ReaderFetchBytes(o.compression));
+  // The data topics hold batches as the writer's producers pack them (StartWriter: --compression,
+  // unless a --kafka. property names another codec); a larger batch still comes whole (Kafka
+  // answers at least one batch per fetch).
+  reader_kafka["fetch.message.max.bytes"] = std::to_string(
+      ReaderFetchBytes(WithUserProperties({{"compression.type", o.compression}}, o)));
   reader_kafka = WithUserProperties(reader_kafka, o);
   reader_ =
       std::make_unique<EntryReader>(reader_kafka, reader_options, meta_.get(), &metrics_, o.name);

@@ -42,8 +42,15 @@ std::chrono::milliseconds FetchWait(const KafkaProperties& properties) {
 
 }  // namespace
 
-int64_t ReaderFetchBytes(const std::string& compression) {
-  return compression == "none" ? int64_t{1} << 20 : int64_t{64} << 10;
+int64_t ReaderFetchBytes(const KafkaProperties& producer_properties) {
+  bool uncompressed = false;
+  for (const char* key : {"compression.type", "compression.codec"}) {  // the second is an alias
+    auto it = producer_properties.find(key);
+    if (it == producer_properties.end()) continue;
+    if (it->second != "none") return int64_t{64} << 10;
+    uncompressed = true;
+  }
+  return uncompressed ? int64_t{1} << 20 : int64_t{64} << 10;
 }
 
 EntryReader::EntryReader(KafkaProperties properties, ReaderOptions options, MetaStore* meta,

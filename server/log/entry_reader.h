@@ -43,15 +43,15 @@
 
 namespace wal {
 
-// The readers' fetch.message.max.bytes for slots whose batches were packed with `compression`
-// (none, lz4, zstd, snappy or gzip: this walserver's own setting). librdkafka decompresses a
-// whole fetch before the scan takes any of it, so a fetch is kept to what expands to about 16
-// MiB of entries: 64 KiB of lz4, which packs 1 MiB of one repeated byte into about 4 KiB
-// (tests/scripts/read_memory_test.sh), and the same for the other codecs; 1 MiB uncompressed,
-// where each fetch's round trip to the broker, not memory, is what costs (docs/BENCHMARKS.md,
-// "Fetch size and replay"). Batches another setting wrote are fetched by this one's size: set
-// to none, a reader of lz4 batches of one repeated byte may hold about 250 MiB per fetch.
-int64_t ReaderFetchBytes(const std::string& compression);
+// The readers' fetch.message.max.bytes, given the properties walserver's producers write the
+// slots with. librdkafka decompresses a whole fetch before the scan takes any of it: 64 KiB of
+// lz4 batches can hold about 16 MiB of entries (lz4 packs 1 MiB of one repeated byte into about
+// 4 KiB; tests/scripts/read_memory_test.sh), of gzip or zstd more. Batches written with
+// compression.type (or compression.codec) none hold what they carry, so they are fetched 1 MiB
+// at a time: there each fetch's round trip to the broker, not memory, is what costs
+// (docs/BENCHMARKS.md, "Fetch size and replay"). Compressed batches that another setting wrote
+// are fetched by this one's size too (docs/OPERATIONS.md, --compression).
+int64_t ReaderFetchBytes(const KafkaProperties& producer_properties);
 
 class EntryReader : private ScanHost {
  public:

@@ -51,7 +51,7 @@ class SlotScan;
 
 // How much a scan's consumer fetches at once (per fetch of the slot's partition).
 enum class FetchSize {
-  // As configured (64 KiB): a scan that wants most records fetches few times.
+  // As configured (ReaderFetchBytes): a scan that wants most records fetches few times.
   kWide = 0,
   // ReaderOptions::narrow_fetch_bytes: a scan that skips gets little past each run of records
   // it wants, where a wide fetch (and librdkafka's read-ahead behind it) brings several times
