@@ -238,8 +238,8 @@ void WalCore::StartReader(const ServerOptions& o, ReaderOptions reader_options) 
   KafkaProperties reader_kafka = kafka_;
   reader_kafka.erase("message.max.bytes");
   // The data topics hold batches as the writer's producers pack them (StartWriter: --compression,
-  // unless a --kafka. property names another codec); a larger batch still comes whole (Kafka
-  // answers at least one batch per fetch).
+  // then the --kafka. properties); a larger batch still comes whole (Kafka answers at least one
+  // batch per fetch).
   reader_kafka["fetch.message.max.bytes"] = std::to_string(
       ReaderFetchBytes(WithUserProperties({{"compression.type", o.compression}}, o)));
   reader_kafka = WithUserProperties(reader_kafka, o);

@@ -9,6 +9,7 @@
 #include <thread>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "server/common/deadline.h"
@@ -43,11 +44,15 @@ std::chrono::milliseconds FetchWait(const KafkaProperties& properties) {
 }  // namespace
 
 int64_t ReaderFetchBytes(const KafkaProperties& producer_properties) {
+  // librdkafka takes the codec from compression.codec or its alias compression.type, for every
+  // topic or (prefixed "topic.") for the default topic, in any case: uncompressed only when every
+  // one of them given says none.
   bool uncompressed = false;
-  for (const char* key : {"compression.type", "compression.codec"}) {  // the second is an alias
-    auto it = producer_properties.find(key);
-    if (it == producer_properties.end()) continue;
-    if (it->second != "none") return int64_t{64} << 10;
+  for (const auto& [key, value] : producer_properties) {
+    if (!absl::EndsWith(key, "compression.codec") && !absl::EndsWith(key, "compression.type")) {
+      continue;
+    }
+    if (!absl::EqualsIgnoreCase(value, "none")) return int64_t{64} << 10;
     uncompressed = true;
   }
   return uncompressed ? int64_t{1} << 20 : int64_t{64} << 10;
