@@ -235,16 +235,16 @@ void WalCore::StartReader(const ServerOptions& o, ReaderOptions reader_options) 
   reader_options.max_entry_bytes = max_entry_bytes_;
   reader_options.offsets_for_times = mock_ == nullptr;  // the mock cannot look up a time
   reader_options.topic_ids = mock_ == nullptr;          // nor describe a topic
-  KafkaProperties reader_kafka = kafka_;
-  reader_kafka.erase("message.max.bytes");
+  reader_kafka_ = kafka_;
+  reader_kafka_.erase("message.max.bytes");
   // The data topics hold batches as the writer's producers pack them (StartWriter: --compression,
   // then the --kafka. properties); a larger batch still comes whole (Kafka answers at least one
   // batch per fetch).
-  reader_kafka["fetch.message.max.bytes"] = std::to_string(
+  reader_kafka_["fetch.message.max.bytes"] = std::to_string(
       ReaderFetchBytes(WithUserProperties({{"compression.type", o.compression}}, o)));
-  reader_kafka = WithUserProperties(reader_kafka, o);
+  reader_kafka_ = WithUserProperties(reader_kafka_, o);
   reader_ =
-      std::make_unique<EntryReader>(reader_kafka, reader_options, meta_.get(), &metrics_, o.name);
+      std::make_unique<EntryReader>(reader_kafka_, reader_options, meta_.get(), &metrics_, o.name);
 }
 
 bool WalCore::KeepsIndexes(const ServerOptions& o) const {

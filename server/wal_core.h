@@ -39,6 +39,8 @@ class WalCore {
 
   // Settings common to every Kafka client, the operator's --kafka.* included.
   const KafkaProperties& kafka() const { return kafka_; }
+  // The reader's consumers' settings (their fetch size follows the writer's codec).
+  const KafkaProperties& reader_kafka() const { return reader_kafka_; }
   rd_kafka_t* admin() const { return admin_.get(); }
   MockCluster* mock_cluster() const { return mock_.get(); }  // null on real Kafka
   const std::vector<Slot>& slots() const { return slots_; }
@@ -63,6 +65,7 @@ class WalCore {
 
   uint64_t max_entry_bytes_ = 0;
   KafkaProperties kafka_;
+  KafkaProperties reader_kafka_;
   std::string kafka_batch_bytes_;
   int live_brokers_ = 0;  // when Kafka was first reached (real Kafka only)
   std::vector<Slot> slots_;
