@@ -20,7 +20,9 @@ struct RetryPolicy {
     // same sequences is safe; retried until the call's deadline (max_retries <= 0 turns it off),
     // while an attempt still has a second after the wait.
     kAppend,
-    // Reads, before they delivered anything: UNAVAILABLE; at most max_retries retries.
+    // Reads, before they delivered anything: UNAVAILABLE; at most max_retries retries, while an
+    // attempt still has a second after the wait (walserver gives an attempt's catch-up half the
+    // time left, so a later one would end as DEADLINE_EXCEEDED rather than say UNAVAILABLE).
     kRead,
   };
 
@@ -44,7 +46,7 @@ struct RetryPolicy {
     thread_local std::mt19937 rng(std::random_device{}());
     const std::chrono::milliseconds wait(
         std::uniform_int_distribution<int64_t>(backoff.count() / 2, backoff.count())(rng));
-    const auto needed = kind == Kind::kAppend ? wait + std::chrono::seconds(1) : wait;
+    const auto needed = kind == Kind::kCall ? wait : wait + std::chrono::seconds(1);
     if (deadline != std::chrono::system_clock::time_point::max() &&
         std::chrono::system_clock::now() + needed >= deadline) {
       return std::nullopt;

@@ -26,6 +26,19 @@ TEST(RetryPolicy, CallsAndReadsRetryOnlyUnavailableAndAtMostMaxRetries) {
   }
 }
 
+TEST(RetryPolicy, AReadIsRetriedOnlyWithASecondLeftForTheAttempt) {
+  // walserver gives an attempt's catch-up with Kafka half the time left: a retry with less than a
+  // second after its wait would end DEADLINE_EXCEEDED where the read could say UNAVAILABLE.
+  const RetryPolicy policy{3, milliseconds(100)};
+  EXPECT_FALSE(policy.Next(Kind::kRead, absl::StatusCode::kUnavailable, 0,
+                           system_clock::now() + milliseconds(900)));
+  EXPECT_TRUE(policy.Next(Kind::kRead, absl::StatusCode::kUnavailable, 0,
+                          system_clock::now() + seconds(5)));
+  // Namespace calls need only the wait.
+  EXPECT_TRUE(policy.Next(Kind::kCall, absl::StatusCode::kUnavailable, 0,
+                          system_clock::now() + milliseconds(900)));
+}
+
 TEST(RetryPolicy, AppendsRetryUnknownOutcomesUntilTheirDeadline) {
   const RetryPolicy policy{3, milliseconds(100)};
   EXPECT_TRUE(policy.Next(Kind::kAppend, absl::StatusCode::kUnavailable, 0, kNone));
