@@ -208,22 +208,22 @@ absl::Status WalCore::StartWriter(const ServerOptions& o) {
   for (int t = 0; t < o.topic_count; ++t) {
     writer_options.topics.push_back(absl::StrCat(o.topic_prefix, "_", t));
   }
-  KafkaProperties writer_kafka = kafka_;
+  writer_kafka_ = kafka_;
   // No linger: records produced while a request is in flight still go out together in the
   // next one, and a caller alone does not wait 1 ms for company (docs/BENCHMARKS.md, "walserver
   // against the path it replaces": with Nagle off, +50% batched appends).
-  writer_kafka["linger.ms"] = "0";
+  writer_kafka_["linger.ms"] = "0";
   // Feeds the broker and traffic metrics.
-  writer_kafka["statistics.interval.ms"] = "5000";
+  writer_kafka_["statistics.interval.ms"] = "5000";
   // Batches are compressed by the producer and kept so by the brokers (the topics' default
   // compression.type=producer); readers decompress.
-  writer_kafka["compression.type"] = o.compression;
-  writer_kafka = WithUserProperties(writer_kafka, o);
+  writer_kafka_["compression.type"] = o.compression;
+  writer_kafka_ = WithUserProperties(writer_kafka_, o);
   // Bounds how long records wait for an unreachable Kafka; the call fails at append_timeout.
   // Not overridable: readers rely on no record landing later than append_timeout after it was
   // encoded (see the torn-entry rules in log/entry_assembler.h).
-  writer_kafka["message.timeout.ms"] = std::to_string(o.append_timeout.count());
-  auto writer = EntryWriter::Create(writer_kafka, writer_options, o.name);
+  writer_kafka_["message.timeout.ms"] = std::to_string(o.append_timeout.count());
+  auto writer = EntryWriter::Create(writer_kafka_, writer_options, o.name);
   if (!writer.ok()) return writer.status();
   writer_ = std::move(*writer);
   return absl::OkStatus();
@@ -237,11 +237,9 @@ void WalCore::StartReader(const ServerOptions& o, ReaderOptions reader_options) 
   reader_options.topic_ids = mock_ == nullptr;          // nor describe a topic
   reader_kafka_ = kafka_;
   reader_kafka_.erase("message.max.bytes");
-  // The data topics hold batches as the writer's producers pack them (StartWriter: --compression,
-  // then the --kafka. properties); a larger batch still comes whole (Kafka answers at least one
-  // batch per fetch).
-  reader_kafka_["fetch.message.max.bytes"] = std::to_string(
-      ReaderFetchBytes(WithUserProperties({{"compression.type", o.compression}}, o)));
+  // The data topics hold batches as the writer's producers pack them; a larger batch still
+  // comes whole (Kafka answers at least one batch per fetch).
+  reader_kafka_["fetch.message.max.bytes"] = std::to_string(ReaderFetchBytes(writer_kafka_));
   reader_kafka_ = WithUserProperties(reader_kafka_, o);
   reader_ =
       std::make_unique<EntryReader>(reader_kafka_, reader_options, meta_.get(), &metrics_, o.name);

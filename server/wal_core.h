@@ -65,6 +65,7 @@ class WalCore {
 
   uint64_t max_entry_bytes_ = 0;
   KafkaProperties kafka_;
+  KafkaProperties writer_kafka_;  // the writer's producers' settings (StartWriter)
   KafkaProperties reader_kafka_;
   std::string kafka_batch_bytes_;
   int live_brokers_ = 0;  // when Kafka was first reached (real Kafka only)
