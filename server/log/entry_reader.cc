@@ -64,6 +64,10 @@ EntryReader::EntryReader(KafkaProperties properties, ReaderOptions options, Meta
       fetch_wait_(FetchWait(properties_[0])),
       name_(std::move(name)),
       meta_(meta) {
+  // Reads are started by gRPC's threads, which learn of this reader through gRPC's
+  // synchronisation, invisible to ThreadSanitizer in Debian's uninstrumented libgrpc. Everything
+  // set here is published through mu_ as well, which Launch takes before anything else.
+  std::lock_guard<std::mutex> publish(mu_);
   context_.options = options;
   context_.truncated_before = [meta](uint64_t id, int64_t incarnation) {
     return meta->TruncatedBefore(id, incarnation);
@@ -87,9 +91,9 @@ absl::Status EntryReader::StartMany(std::vector<ReadParams> reads, std::shared_p
 
 absl::Status EntryReader::Launch(std::shared_ptr<ReadSink> sink,
                                  std::function<absl::Status()> run) {
-  if (context_.stopping) return absl::UnavailableError("walserver is shutting down");
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (context_.stopping) return absl::UnavailableError("walserver is shutting down");
     if (running_ >= context_.options.max_concurrent_reads) {
       return absl::ResourceExhaustedError(absl::StrCat(
           "too many concurrent reads (", context_.options.max_concurrent_reads, "); retry later"));
