@@ -59,8 +59,27 @@ fetch() {
   touch "$cache/.complete"
 }
 
+# A free port below the kernel's ephemeral ones: a broker stopped and started again on its ports
+# (the outage tests) must not find one taken meanwhile by an outgoing connection, or by a client
+# retrying to connect to it that the kernel connected to itself (as FreePort in the C++ tests).
 free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+  python3 -c '
+import random, socket
+low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+for _ in range(1000):
+    port = random.randrange(max(1025, low - 12000), low)
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", port))
+    except OSError:
+        continue
+    finally:
+        s.close()
+    print(port)
+    break
+else:
+    raise SystemExit("kafka.sh: no free port below the ephemeral ones")
+'
 }
 
 java_run() {

@@ -8,13 +8,17 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <mutex>
+#include <random>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/support/client_interceptor.h"
@@ -198,16 +202,47 @@ std::vector<std::string> KafkaServerArgs(const std::string& brokers, const std::
           "--replication_factor=1", "--min_insync_replicas=1"};
 }
 
-int FreePort() {
+int EphemeralPortsStart() {
+  std::ifstream in("/proc/sys/net/ipv4/ip_local_port_range");
+  int low = 0;
+  return in >> low ? low : 32768;  // Linux's default when the file cannot be read
+}
+
+bool PortIsFree(int port) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in address{};
   address.sin_family = AF_INET;
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-  socklen_t length = sizeof(address);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  const bool free = bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0;
   close(fd);
-  return ntohs(address.sin_port);
+  return free;
+}
+
+int FreePort() {
+  // Below the ephemeral ports: a port the kernel hands out to outgoing connections can be taken
+  // while a server is down, by any connection or by a client's own retry connecting to itself
+  // (TCP's simultaneous open), and the server then cannot listen on it again.
+  const int end = EphemeralPortsStart();
+  const int start = std::max(1025, end - 12000);
+  if (end - start < 1000) {
+    ADD_FAILURE()
+        << "too few ports below the ephemeral ones (net.ipv4.ip_local_port_range starts at " << end
+        << ")";
+    return 0;
+  }
+  static std::mt19937 rng(std::random_device{}());
+  static std::mutex mu;
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    int port;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      port = std::uniform_int_distribution<int>(start, end - 1)(rng);
+    }
+    if (PortIsFree(port)) return port;
+  }
+  ADD_FAILURE() << "no free port in [" << start << ", " << end << ")";
+  return 0;
 }
 
 absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(std::vector<std::string> args,
@@ -216,8 +251,16 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(std::vector<
   p->dir_ = (std::filesystem::temp_directory_path() / UniqueName("walserver")).string();
   std::filesystem::create_directories(p->dir_);
   p->args_ = std::move(args);
-  if (absl::Status s = p->Launch(listen); !s.ok()) return s;
-  return p;
+  // A port of our own choosing rather than the kernel's (0), which is an ephemeral one that
+  // Restart could find taken (FreePort). Another test may pick the same one before walserver
+  // listens (after its start-up with Kafka): then another port.
+  const bool any_port = listen == "127.0.0.1:0";
+  for (int attempt = 0;; ++attempt) {
+    const std::string address = any_port ? absl::StrCat("127.0.0.1:", FreePort()) : listen;
+    absl::Status s = p->Launch(address);
+    if (s.ok()) return p;
+    if (!any_port || attempt == 4 || !absl::StrContains(s.message(), "cannot listen")) return s;
+  }
 }
 
 absl::Status ServerProcess::Restart() {
@@ -237,6 +280,9 @@ absl::Status ServerProcess::Launch(const std::string& listen) {
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
+  // The log holds every launch; a failed start reports its own part.
+  std::error_code no_log_yet;
+  const uintmax_t log_start = std::filesystem::file_size(log, no_log_yet);
   pid_ = fork();
   if (pid_ < 0) return absl::InternalError("fork failed");
   if (pid_ == 0) {
@@ -254,6 +300,7 @@ absl::Status ServerProcess::Launch(const std::string& listen) {
     if (waitpid(pid_, &status, WNOHANG) == pid_) {
       pid_ = -1;
       std::ifstream in(log);
+      if (!no_log_yet) in.seekg(static_cast<std::streamoff>(log_start));
       std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
       return absl::InternalError(absl::StrCat("walserver exited during start-up:\n", text));
     }

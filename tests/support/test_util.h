@@ -30,9 +30,13 @@ inline constexpr char kNoKafka[] =
     "WAL_TEST_BROKERS is not set: integration tests need the real Kafka that "
     "./scripts/test.sh starts";
 
-// A TCP port on 127.0.0.1 that was free a moment ago (for an address that must stay the same
-// across restarts).
+// A TCP port on 127.0.0.1 that was free a moment ago, below the kernel's ephemeral ports (for an
+// address that must stay the same across restarts: no outgoing connection takes it meanwhile).
 int FreePort();
+// The first of the kernel's ephemeral ports (net.ipv4.ip_local_port_range).
+int EphemeralPortsStart();
+// Whether a socket can bind 127.0.0.1:`port` now.
+bool PortIsFree(int port);
 
 // Options of an in-process server on the mock cluster, listening on a free port.
 ServerOptions MockServerOptions();
@@ -56,7 +60,7 @@ std::unique_ptr<Client> LosingClient(const std::string& address, int lose_every,
 class ServerProcess {
  public:
   // Starts `walserver` with `args` (plus --listen and --ready_file) and waits until it serves.
-  // A port chosen at start (0) by default, since tests run in parallel.
+  // By default on a free port of FreePort's, which Restart keeps.
   static absl::StatusOr<std::unique_ptr<ServerProcess>> Start(
       std::vector<std::string> args, const std::string& listen = "127.0.0.1:0");
   ~ServerProcess();  // SIGKILL if still running
