@@ -295,8 +295,7 @@ impl Client {
                 return Err(status);
             }
             let sleep = retry_jitter(retry_backoff(options.retry_backoff, retry));
-            // Worth it only if an attempt still has a second or so after the wait.
-            if Instant::now() + sleep + Duration::from_secs(1) >= deadline {
+            if !attempt_fits(sleep, deadline) {
                 return Err(status);
             }
             tokio::time::sleep(sleep).await;
@@ -545,6 +544,14 @@ fn local_failure_code(status: Status) -> Status {
 pub(crate) fn retry_backoff(first: Duration, retry: u32) -> Duration {
     let cap = Duration::from_secs(2);
     first.saturating_mul(1u32 << retry.min(16)).min(cap)
+}
+
+/// True when an attempt after waiting `sleep` still has a second before `deadline`, the rule for
+/// retrying appends and reads: with less, the attempt would most likely end DeadlineExceeded
+/// rather than say what failed (an append waits for Kafka's acknowledgement; a read's catch-up
+/// with Kafka gets half the time left from walserver).
+pub(crate) fn attempt_fits(sleep: Duration, deadline: Instant) -> bool {
+    Instant::now() + sleep + Duration::from_secs(1) < deadline
 }
 
 /// A random wait in [backoff/2, backoff], so that many clients do not retry in step.

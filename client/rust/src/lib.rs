@@ -50,8 +50,9 @@
 //! Calls that are safe to repeat ([`Client::create_namespace`], [`Client::get_namespace`],
 //! [`Client::list_namespaces`], [`Client::truncate`], [`Client::acquire_namespace`], and reads
 //! before they delivered anything) are retried on `Unavailable` with exponential backoff and
-//! jitter, within the call's deadline. [`Client::delete_namespace`] is not retried: a retry after
-//! a lost answer would report `NotFound`.
+//! jitter, within the call's deadline; a read (like an append) only while the attempt still has a
+//! second after the wait. [`Client::delete_namespace`] is not retried: a retry after a lost
+//! answer would report `NotFound`.
 //!
 //! # Retry-safe appends
 //!

@@ -11,7 +11,7 @@ use tonic::codec::Streaming;
 use tonic::{Code, Status};
 
 use crate::client::{
-    check_entry_checksum, retry_backoff, retry_jitter, until, Client, LOCAL_DEADLINE,
+    attempt_fits, check_entry_checksum, retry_backoff, retry_jitter, until, Client, LOCAL_DEADLINE,
 };
 use crate::proto::{Entry, Gap, ReadEnd, ReadManyRequest, ReadRequest, ReadResponse};
 
@@ -346,7 +346,7 @@ impl Reader {
         let sleep =
             retry_jitter(retry_backoff(self.client.inner.options.retry_backoff, self.retry));
         match self.deadline {
-            Some(deadline) if Instant::now() + sleep >= deadline => None,
+            Some(deadline) if !attempt_fits(sleep, deadline) => None,
             _ => Some(sleep),
         }
     }
@@ -478,5 +478,31 @@ impl Client {
             options.progress_timeout,
         );
         ReadManyStream { inner: reader.into_stream() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ClientOptions;
+
+    #[tokio::test]
+    async fn a_read_is_retried_only_while_the_attempt_has_a_second_after_its_wait() {
+        // First wait 50-100 ms; a lazy client needs no server.
+        let options = ClientOptions {
+            retry_backoff: Duration::from_millis(100),
+            ..ClientOptions::new("127.0.0.1:1")
+        };
+        let client = Client::connect(options).await.unwrap();
+        let mut reader = Reader::new(&client, Call::One(ReadRequest::default()), false, None, None);
+        let unavailable = Status::unavailable("Kafka is unreachable");
+        reader.deadline = Some(Instant::now() + Duration::from_millis(1050));
+        assert_eq!(reader.retry_delay(&unavailable), None, "the wait leaves under a second");
+        reader.deadline = Some(Instant::now() + Duration::from_secs(5));
+        let wait = reader.retry_delay(&unavailable).expect("a second and more is left");
+        assert!(wait >= Duration::from_millis(50) && wait <= Duration::from_millis(100));
+        reader.deadline = None; // a follow read without a deadline
+        assert!(reader.retry_delay(&unavailable).is_some());
+        assert_eq!(reader.retry_delay(&Status::not_found("no such namespace")), None);
     }
 }
