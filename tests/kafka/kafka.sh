@@ -65,9 +65,13 @@ fetch() {
 free_port() {
   python3 -c '
 import random, socket
-low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+end = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+start = max(1025, end - 12000)
+if end - start < 1000:
+    raise SystemExit(f"kafka.sh: too few ports below the ephemeral ones "
+                     f"(net.ipv4.ip_local_port_range starts at {end})")
 for _ in range(1000):
-    port = random.randrange(max(1025, low - 12000), low)
+    port = random.randrange(start, end)
     s = socket.socket()
     try:
         s.bind(("127.0.0.1", port))
