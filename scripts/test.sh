@@ -3,12 +3,12 @@
 # client's crates), checks formatting, builds, starts a real Kafka broker, runs every test through
 # ctest but the fault tests, runs the Rust client's cargo tests against walserver on that broker
 # (also with TLS through aws-lc-rs, and with the oldest tonic and prost it allows) and a smoke run
-# of walpeer (bench/peer),
-# runs the contract suite and the Rust client's tests again on the other Kafka versions, runs the
-# unit and integration tests again built with AddressSanitizer and
-# UndefinedBehaviorSanitizer and again with ThreadSanitizer, then starts a 3-node Kafka cluster
-# and runs the fault tests one at a time on it, runs the libFuzzer targets for 30 s each, stops
-# Kafka.
+# of walpeer (bench/peer), runs the contract suite and the Rust client's tests again on the other
+# Kafka versions, runs the unit and integration tests again built with AddressSanitizer and
+# UndefinedBehaviorSanitizer and again with ThreadSanitizer, runs the libFuzzer targets for 30 s
+# each, then starts a 3-node Kafka cluster and runs the fault tests one at a time on it, and
+# stops Kafka. The sanitizer builds compile in the background, at idle priority, while the plain
+# build's tests run (they mostly wait on Kafka and timers), and ends with a table of its steps.
 #   scripts/test.sh [ctest options]          the whole suite (CI runs this)
 #   scripts/test.sh --quick [ctest options]  the inner loop: formatting, the plain build, every
 #                                            ctest test but the fault tests and the Rust
@@ -23,45 +23,121 @@ if [[ "${1:-}" == "--quick" ]]; then
   shift
 fi
 
-# Each step's heading says when it began, so that a slow run shows where its time went.
-step() { printf '== %s  [%s, %d min %02d s into the run]\n' "$1" "$(date +%T)" $((SECONDS / 60)) $((SECONDS % 60)); }
+# Each step's heading says when it began. Steps run one after another; jobs (job, finish) run in
+# the background beside them, each in a process group of its own with its output in a log of its
+# own, printed whole when it is finished. The run ends, passed or not, with a table of the steps
+# and jobs and how long each took, so that a slow run shows where its time went
+# (docs/TESTING.md keeps the latest).
+logs=$(mktemp -d /tmp/walserver-test.XXXXXX)
+rows=() began=() ended=()
+open_step=""  # the row of the step running now
+declare -A job_pid job_row
+minutes() { printf '%d:%02d' $(($1 / 60)) $(($1 % 60)); }
+add_row() {
+  rows+=("$1")
+  began+=("$SECONDS")
+  ended+=("")
+}
+# step NAME [WHAT]: NAME in the table, NAME and WHAT in the heading.
+step() {
+  [[ -z "$open_step" ]] || ended[open_step]=$SECONDS
+  open_step=${#rows[@]}
+  add_row "$1"
+  printf '== %s%s  [%s, %s into the run]\n' "$1" "${2:+: $2}" "$(date +%T)" "$(minutes "$SECONDS")"
+}
+# job NAME COMMAND...: runs COMMAND in the background.
+job() {
+  local name=$1
+  shift
+  job_row[$name]=${#rows[@]}
+  add_row "$name (beside)"
+  set -m  # a process group of its own, which stop_jobs can end whole
+  "$@" </dev/null >"$logs/$name.log" 2>&1 &
+  job_pid[$name]=$!
+  set +m
+  printf '== %s starts beside the steps  [%s, %s into the run]\n' "$name" "$(date +%T)" "$(minutes "$SECONDS")"
+}
+# finish NAME: waits for the job, prints its output, and fails if it failed.
+finish() {
+  local name=$1 rc=0
+  wait "${job_pid[$name]}" || rc=$?
+  unset "job_pid[$name]"
+  ended[job_row[$name]]=$SECONDS
+  printf '== %s ended (exit %d)  [%s, %s into the run]; its output:\n' "$name" "$rc" "$(date +%T)" "$(minutes "$SECONDS")"
+  cat "$logs/$name.log"
+  if ((rc != 0)); then
+    echo "test.sh: $name failed (exit $rc)" >&2
+    return "$rc"
+  fi
+}
+stop_jobs() {
+  local name
+  for name in "${!job_pid[@]}"; do kill -- "-${job_pid[$name]}" 2>/dev/null || true; done
+  for name in "${!job_pid[@]}"; do wait "${job_pid[$name]}" 2>/dev/null || true; done
+}
+step_table() {
+  local i end
+  [[ -z "$open_step" ]] || ended[open_step]=${ended[open_step]:-$SECONDS}
+  echo "| step | began | took |"
+  echo "|---|---|---|"
+  for i in "${!rows[@]}"; do
+    end=${ended[i]:-$SECONDS}
+    echo "| ${rows[i]} | $(minutes "${began[i]}") | $(minutes $((end - began[i]))) |"
+  done
+  echo "| the whole run | | $(minutes "$SECONDS") |"
+}
+# A job that starts Kafka stops it when it ends, also when stop_jobs ends it.
+kafka_job_traps() {
+  temporary_kafka_cleanup=()
+  trap stop_temporary_kafka EXIT
+  trap 'exit 143' TERM
+}
 
-step "setup: packages, toolchains and sources that are missing"
+step "setup" "packages, toolchains and sources that are missing"
 ./scripts/setup.sh --test
 export PATH="$HOME/.cargo/bin:$PATH:$HOME/go/bin"  # rustup's cargo before any older one
 # The Rust client's build outlives the clone, as ccache's objects do: a fresh clone rebuilds
 # only the crate itself.
 export CARGO_TARGET_DIR=$(realpath -m "${CARGO_TARGET_DIR:-$HOME/.cache/walserver/rust-target}")
 
-step "format check (clang-format, .clang-format)"
+step "format" "clang-format (.clang-format) and rustfmt"
 mapfile -t sources < <(git ls-files '*.cc' '*.h' 2>/dev/null || find server client tests -name '*.cc' -o -name '*.h')
 clang-format --dry-run --Werror "${sources[@]}"
 (cd client/rust && cargo fmt --check)
 
-step "build"
+step "build" "the plain build"
 ./scripts/build.sh
+
+# The sanitizer builds (scripts/build.sh --asan, --tsan; the AddressSanitizer build holds the
+# fuzzers too) compile beside the plain build's tests, as SCHED_IDLE processes: they get only the
+# CPU that the tests leave idle (most of it: the tests mostly wait on Kafka and timers), so the
+# tests run as if alone. One build at a time, so that the first is ready as early as it can be.
 if ! $quick; then
-  step "every header compiles on its own"
+  job "ASan build" chrt --idle 0 ./scripts/build.sh --asan unit_and_integration_tests \
+    record_fuzzer request_fuzzer
+  job "TSan build" bash -c 'tail --pid="$1" -f /dev/null &&
+    exec chrt --idle 0 ./scripts/build.sh --tsan unit_and_integration_tests' - "${job_pid[ASan build]}"
+  step "headers" "every header compiles on its own"
   ninja -C "${BUILD_DIR:-build}" header_check
 fi
 
-step "Kafka"
+step "Kafka" "a single broker for the tests"
 source tests/kafka/temporary_broker.sh
+# On any exit: no job left running, Kafka stopped, and the table of what ran.
+trap 'stop_jobs; stop_temporary_kafka; step_table' EXIT
 start_temporary_broker
 export WAL_TEST_BROKERS=$KAFKA_BOOTSTRAP WAL_TEST_SASL_BROKERS=$KAFKA_SASL_BOOTSTRAP
 export WAL_TEST_KAFKA_DATA_DIR=$KAFKA_DATA_DIR
-
-step "tests (Kafka at $WAL_TEST_BROKERS)"
-(cd "${BUILD_DIR:-build}" && ctest --output-on-failure -j2 -LE fault "$@")
-
-step "Rust client (client/rust): cargo test against walserver on the same Kafka"
 walserver_binary=$(realpath "${BUILD_DIR:-build}/server/walserver")
-(cd client/rust && WALSERVER=$walserver_binary cargo test --offline --locked -- --test-threads=2)
-if ! $quick; then
+
+# The Rust client's tests (client/rust) against walserver on the same Kafka; the whole suite adds
+# clippy, its docs, TLS through aws-lc-rs, the oldest tonic and prost it allows, and walpeer.
+rust_client() {
+  (cd client/rust && WALSERVER=$walserver_binary cargo test --offline --locked -- --test-threads=2)
+  ! $quick || return 0
   (cd client/rust && cargo clippy --offline --locked --all-targets -- -D warnings &&
     cargo clippy --offline --locked --no-default-features --all-targets -- -D warnings &&
     RUSTDOCFLAGS="-D warnings" cargo doc --offline --locked --no-deps)
-  step "Rust client: TLS through aws-lc-rs, and the oldest tonic and prost its Cargo.toml allows"
   # Each must run its test: a feature name gone wrong would compile the test out and pass.
   run_one_test() {
     local out
@@ -73,61 +149,94 @@ if ! $quick; then
   run_one_test --no-default-features --lib -- --exact \
     client::tests::without_a_tls_feature_tls_targets_are_refused
   WALSERVER=$walserver_binary scripts/rust_minimal_versions.sh
-  step "walpeer (bench/peer, the path walserver replaces): checks, build, smoke run on the same Kafka"
+  echo "== walpeer (bench/peer, the path walserver replaces): checks, build, smoke run on the same Kafka"
   (cd bench/peer && cargo fmt --check && cargo clippy --offline --locked --release -- -D warnings &&
     cargo build --offline --locked --release)
   # Outside ctest, so its own time limit (a smoke run takes about 10 s).
   WALPEER=$CARGO_TARGET_DIR/release/walpeer WALSERVER=$walserver_binary \
-    WAL_TEST_BROKER_PID=$(cat "$temporary_broker_dir/pid") WALCTL=$(realpath "${BUILD_DIR:-build}/client/walctl") timeout 600 tests/scripts/walpeer_smoke_test.sh
-fi
+    WAL_TEST_BROKER_PID=$(cat "$temporary_broker_dir/pid") \
+    WALCTL=$(realpath "${BUILD_DIR:-build}/client/walctl") timeout 600 tests/scripts/walpeer_smoke_test.sh
+}
+
 if $quick; then
-  step "quick run passed (the whole suite adds the Kafka versions, sanitizer builds, fault tests and fuzzers)"
+  step "ctest" "every test but the fault tests (Kafka at $WAL_TEST_BROKERS)"
+  (cd "${BUILD_DIR:-build}" && ctest --output-on-failure -j2 -LE fault "$@")
+  step "Rust client" "cargo test (client/rust) against walserver on the same Kafka"
+  rust_client
+  step "quick run passed" "the whole suite adds the Kafka versions, sanitizer builds, fault tests and fuzzers"
   exit 0
 fi
 
-# The suite's broker ($WAL_KAFKA_VERSION, default in tests/kafka/pom.xml) ran everything above;
-# the contract suite and the Rust client's tests run again on each other version docs/OPERATIONS.md lists.
-for kafka_version in ${WAL_COMPAT_KAFKA_VERSIONS:-3.9.1 4.4.0}; do
-  step "compatibility: the contract suite and the Rust client's tests on Kafka $kafka_version"
-  (
-    export WAL_KAFKA_VERSION=$kafka_version
-    unset WAL_KAFKA_CACHE  # a cache of one version's jars each (kafka.sh)
-    temporary_kafka_cleanup=()
-    trap stop_temporary_kafka EXIT
-    start_temporary_broker
-    export WAL_TEST_BROKERS=$KAFKA_BOOTSTRAP WAL_TEST_SASL_BROKERS=$KAFKA_SASL_BOOTSTRAP
-    export WAL_TEST_KAFKA_DATA_DIR=$KAFKA_DATA_DIR
-    (cd "${BUILD_DIR:-build}" && ctest --output-on-failure -j2 -R '^integration_contract_test[.]')
-    # The datanode workload (20 s) ran on the suite's broker above.
-    (cd client/rust && WALSERVER=$walserver_binary cargo test --offline --locked -- --test-threads=2 \
-      --skip a_datanode_of_1000_regions)
-  )
-done
+# The suite's broker ($WAL_KAFKA_VERSION, default in tests/kafka/pom.xml) runs everything else;
+# the contract suite and the Rust client's tests run again on each other version
+# docs/OPERATIONS.md lists, each on a broker of its own.
+other_kafka_versions() {
+  local kafka_version
+  for kafka_version in ${WAL_COMPAT_KAFKA_VERSIONS:-3.9.1 4.4.0}; do
+    echo "== the contract suite and the Rust client's tests on Kafka $kafka_version"
+    (
+      export WAL_KAFKA_VERSION=$kafka_version
+      unset WAL_KAFKA_CACHE  # a cache of one version's jars each (kafka.sh)
+      kafka_job_traps
+      start_temporary_broker
+      export WAL_TEST_BROKERS=$KAFKA_BOOTSTRAP WAL_TEST_SASL_BROKERS=$KAFKA_SASL_BOOTSTRAP
+      export WAL_TEST_KAFKA_DATA_DIR=$KAFKA_DATA_DIR
+      (cd "${BUILD_DIR:-build}" && ctest --output-on-failure -j2 -R '^integration_contract_test[.]')
+      # The datanode workload (20 s) ran on the suite's broker.
+      (cd client/rust && WALSERVER=$walserver_binary cargo test --offline --locked -- --test-threads=2 \
+        --skip a_datanode_of_1000_regions)
+    )
+  done
+}
 
-step "unit and integration tests under AddressSanitizer and UndefinedBehaviorSanitizer"
-BUILD_DIR=build-asan CMAKE_ARGS=-DWAL_SANITIZE=address,undefined ./scripts/build.sh
-# The flood and read-memory tests measure resident memory, which ASan's shadow and quarantine
-# inflate; they run in the plain build above.
-(cd build-asan && UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-  ctest -L 'unit|integration' -E 'Flood|read_memory' --output-on-failure -j2)
+# The fault tests, one at a time, on a 3-node Kafka cluster of their own, each node in a network
+# namespace of its own: the partition tests cut links between the nodes and walserver
+# (tests/kafka/network.sh, root only); without namespaces they fail, saying so.
+fault_tests() {
+  kafka_job_traps
+  WAL_KAFKA_NETNS=1 start_temporary_cluster
+  (cd "${BUILD_DIR:-build}" && WAL_TEST_CLUSTER=$KAFKA_CLUSTER_DIR ctest --output-on-failure -L fault "$@")
+}
 
-step "unit and integration tests under ThreadSanitizer"
+# The sanitizers' unit and integration tests, on the suite's broker. The flood and read-memory
+# tests measure resident memory, which the sanitizers' shadow memory inflates; they run in the
+# plain build.
+asan_tests() {
+  (cd build-asan && UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+    ctest -L 'unit|integration' -E 'Flood|read_memory' --output-on-failure -j2)
+  echo "== the fuzzers, a short run of each (clang, AddressSanitizer and UndefinedBehaviorSanitizer)"
+  FUZZ_SECONDS=${FUZZ_SECONDS:-30} ./scripts/fuzz.sh
+}
 # tests/tsan.supp says what is suppressed and why (Debian's gRPC is not instrumented).
 # ignore_noninstrumented_modules: likewise for the atomics inside librdkafka; its mutexes are
 # seen (server/kafka/tsan_c11_threads.cc). tests/core/ drives the core without gRPC.
-BUILD_DIR=build-tsan CMAKE_ARGS=-DWAL_SANITIZE=thread ./scripts/build.sh
-(cd build-tsan &&
-  TSAN_OPTIONS="halt_on_error=1:ignore_noninstrumented_modules=1:second_deadlock_stack=1:suppressions=$PWD/../tests/tsan.supp" \
-  ctest -L 'unit|integration' -E 'Flood|read_memory' --output-on-failure -j2)
+tsan_tests() {
+  (cd build-tsan &&
+    TSAN_OPTIONS="halt_on_error=1:ignore_noninstrumented_modules=1:second_deadlock_stack=1:suppressions=$PWD/../tests/tsan.supp" \
+    ctest -L 'unit|integration' -E 'Flood|read_memory' --output-on-failure -j2)
+}
 
-step "fault tests (3-node Kafka cluster, each node in a network namespace of its own)"
-"$temporary_kafka_sh" stop "$temporary_broker_dir"  # room for three JVMs
-# The partition tests cut links between the nodes and walserver (tests/kafka/network.sh, root
-# only); without namespaces they fail, saying so.
-WAL_KAFKA_NETNS=1 start_temporary_cluster
-(cd "${BUILD_DIR:-build}" && WAL_TEST_CLUSTER=$KAFKA_CLUSTER_DIR ctest --output-on-failure -L fault "$@")
-"$temporary_kafka_sh" cluster-stop "$KAFKA_CLUSTER_DIR"
+# Two waves, each a few suites at once: no suite keeps a core busy (they wait on Kafka, timers and
+# restarts), so two or three together keep the CPU about as busy as one compile, and the
+# sanitizer builds take what is left.
+rust_client_and_kafka_versions() {
+  rust_client
+  other_kafka_versions
+}
+job "Rust client, Kafka versions" rust_client_and_kafka_versions
+step "ctest" "every test but the fault tests (Kafka at $WAL_TEST_BROKERS)"
+(cd "${BUILD_DIR:-build}" && ctest --output-on-failure -j2 -LE fault "$@")
+finish "Rust client, Kafka versions"
 
-step "fuzzers, a short run (clang, AddressSanitizer and UndefinedBehaviorSanitizer)"
-FUZZ_SECONDS=${FUZZ_SECONDS:-30} ./scripts/fuzz.sh
+job "fault tests" fault_tests "$@"
+step "ASan build" "waiting for the rest of the AddressSanitizer build"
+finish "ASan build"
+job "ASan tests, fuzzers" asan_tests
+step "TSan build" "waiting for the rest of the ThreadSanitizer build"
+finish "TSan build"
+step "TSan tests" "unit and integration tests under ThreadSanitizer"
+tsan_tests
+finish "ASan tests, fuzzers"
+finish "fault tests"
+
 step "the whole suite passed"
