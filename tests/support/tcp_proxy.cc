@@ -114,24 +114,28 @@ void TcpProxy::Pump(int id, int client_fd, int upstream_fd) {
   using Clock = std::chrono::steady_clock;
   const auto latency = std::chrono::milliseconds(latency_ms_.load());
   const int64_t rate = bytes_per_second_.load();
-  // Per direction, what was read and when it is due at the other side, in order.
+  const int sockets[2] = {client_fd, upstream_fd};
+  // Per direction (by the side it comes from), what was read and when it is due at the other
+  // side, in order.
   struct Chunk {
     Clock::time_point due;
     std::string bytes;
   };
   std::deque<Chunk> pending[2];
   Clock::time_point transmitted[2] = {};  // when the link has carried what was read so far
+  bool reading[2] = {true, true};         // until the side's end has been read
+  bool ended[2] = {false, false};         // the side's end was passed on, or swallowed
   std::vector<char> buffer(64 * 1024);
-  pollfd fds[2] = {{client_fd, POLLIN, 0}, {upstream_fd, POLLIN, 0}};
   while (!stop_) {
     // Send what is due; wait for the next due chunk or new bytes.
     int wait_ms = 50;
     const auto now = Clock::now();
-    for (int to = 0; to < 2; ++to) {
-      std::deque<Chunk>& queue = pending[1 - to];
+    for (int from = 0; from < 2; ++from) {
+      const int to = 1 - from;
+      std::deque<Chunk>& queue = pending[from];
       while (!queue.empty() && queue.front().due <= now) {
-        if (!WriteAll(fds[to].fd, queue.front().bytes.data(), queue.front().bytes.size())) {
-          shutdown(fds[1 - to].fd, SHUT_RDWR);
+        if (!WriteAll(sockets[to], queue.front().bytes.data(), queue.front().bytes.size())) {
+          shutdown(sockets[from], SHUT_RDWR);
           return;
         }
         queue.pop_front();
@@ -139,26 +143,41 @@ void TcpProxy::Pump(int id, int client_fd, int upstream_fd) {
       if (!queue.empty()) {
         const auto until = std::chrono::ceil<std::chrono::milliseconds>(queue.front().due - now);
         wait_ms = std::min<int>(wait_ms, static_cast<int>(until.count()));
+      } else if (!reading[from] && !ended[from]) {
+        // Everything the side sent before its end has arrived: now its end, as TCP delivers a
+        // FIN after the bytes before it. The other direction stays open (a half-close).
+        shutdown(sockets[to], SHUT_WR);
+        ended[from] = true;
       }
     }
+    if (ended[0] && ended[1]) return;
+    pollfd fds[2] = {{reading[0] ? sockets[0] : -1, POLLIN, 0},
+                     {reading[1] ? sockets[1] : -1, POLLIN, 0}};
     if (poll(fds, 2, wait_ms) <= 0) continue;
     for (int from = 0; from < 2; ++from) {
       if (fds[from].revents == 0) continue;
-      const ssize_t n = recv(fds[from].fd, buffer.data(), buffer.size(), 0);
+      const int to = 1 - from;
+      const ssize_t n = recv(sockets[from], buffer.data(), buffer.size(), 0);
       const bool black_hole = id < black_holed_below_.load();
       if (n <= 0 && black_hole) {
-        fds[from].fd = -1;  // the close is swallowed too: the other side never hears of it
+        // The end is swallowed too: the other side never hears of it.
+        reading[from] = false;
+        ended[from] = true;
         continue;
       }
-      if (n <= 0) {
-        // One side closed: close the other too, as a real connection would end.
-        shutdown(fds[1 - from].fd, SHUT_RDWR);
+      if (n == 0) {
+        reading[from] = false;  // passed on above once what came before it has arrived
+        continue;
+      }
+      if (n < 0) {
+        // A reset: the connection is over both ways, as a real one would be.
+        shutdown(sockets[to], SHUT_RDWR);
         return;
       }
       if (black_hole) continue;  // swallowed
       if (latency.count() == 0 && rate == 0) {
-        if (!WriteAll(fds[1 - from].fd, buffer.data(), static_cast<size_t>(n))) {
-          shutdown(fds[from].fd, SHUT_RDWR);
+        if (!WriteAll(sockets[to], buffer.data(), static_cast<size_t>(n))) {
+          shutdown(sockets[from], SHUT_RDWR);
           return;
         }
         continue;

@@ -42,8 +42,10 @@ class TcpProxy {
  private:
   TcpProxy() = default;
   void Accept();
-  // Copies between the two sockets of connection `id` until either side closes or the proxy
-  // stops; drops what it reads once the connection is black-holed.
+  // Copies between the two sockets of connection `id` until both sides have ended, either
+  // resets, or the proxy stops. A side's end reaches the other side after every byte it sent
+  // before it, and the other direction stays open meanwhile (TCP's half-close). Drops what it
+  // reads, ends included, once the connection is black-holed.
   void Pump(int id, int client_fd, int upstream_fd);
 
   std::string address_;
