@@ -55,6 +55,7 @@ job() {
   # The job notes when it ended itself: finish may wait for it much later.
   (
     trap 'echo "$SECONDS" >"$logs/$name.ended"' EXIT
+    trap 'exit 143' TERM  # so that stop_jobs waits for the cleanup of what it runs
     "$@" </dev/null >"$logs/$name.log" 2>&1
   ) &
   job_pid[$name]=$!
@@ -65,8 +66,8 @@ job() {
 finish() {
   local name=$1 rc=0
   wait "${job_pid[$name]}" || rc=$?
-  unset "job_pid[$name]"
-  ended[job_row[$name]]=$(cat "$logs/$name.ended" 2>/dev/null || echo "$SECONDS")
+  unset -v 'job_pid[$name]'
+  ended[${job_row[$name]}]=$(cat "$logs/$name.ended" 2>/dev/null || echo "$SECONDS")
   printf '== %s ended (exit %d)  [%s, %s into the run]; its output:\n' "$name" "$rc" "$(date +%T)" "$(minutes "$SECONDS")"
   cat "$logs/$name.log"
   if ((rc != 0)); then
@@ -74,10 +75,16 @@ finish() {
     return "$rc"
   fi
 }
+# On exit: ends the jobs still running (each stops the Kafka it started) and shows the end of
+# what each unfinished job had said.
 stop_jobs() {
   local name
   for name in "${!job_pid[@]}"; do kill -- "-${job_pid[$name]}" 2>/dev/null || true; done
-  for name in "${!job_pid[@]}"; do wait "${job_pid[$name]}" 2>/dev/null || true; done
+  for name in "${!job_pid[@]}"; do
+    wait "${job_pid[$name]}" 2>/dev/null || true
+    echo "== $name was ended unfinished; the end of its output:"
+    tail -n 80 "$logs/$name.log"
+  done
 }
 step_table() {
   local i end
@@ -104,6 +111,10 @@ export PATH="$HOME/.cargo/bin:$PATH:$HOME/go/bin"  # rustup's cargo before any o
 # only the crate itself.
 export CARGO_TARGET_DIR=$(realpath -m "${CARGO_TARGET_DIR:-$HOME/.cache/walserver/rust-target}")
 
+source tests/kafka/temporary_broker.sh
+# On any exit: no job left running, Kafka stopped, and the table of what ran.
+trap 'stop_jobs; stop_temporary_kafka; step_table; rm -rf "$logs"' EXIT
+
 step "format" "clang-format (.clang-format) and rustfmt"
 mapfile -t sources < <(git ls-files '*.cc' '*.h' 2>/dev/null || find server client tests -name '*.cc' -o -name '*.h')
 clang-format --dry-run --Werror "${sources[@]}"
@@ -119,16 +130,13 @@ step "build" "the plain build"
 if ! $quick; then
   job "ASan build" chrt --idle 0 ./scripts/build.sh --asan unit_and_integration_tests \
     record_fuzzer request_fuzzer
-  job "TSan build, after ASan's" bash -c 'tail --pid="$1" -f /dev/null &&
+  job "TSan build (after the ASan build)" bash -c 'tail --pid="$1" -f /dev/null &&
     exec chrt --idle 0 ./scripts/build.sh --tsan unit_and_integration_tests' - "${job_pid[ASan build]}"
   step "headers" "every header compiles on its own"
   ninja -C "${BUILD_DIR:-build}" header_check
 fi
 
 step "Kafka" "a single broker for the tests"
-source tests/kafka/temporary_broker.sh
-# On any exit: no job left running, Kafka stopped, and the table of what ran.
-trap 'stop_jobs; stop_temporary_kafka; step_table' EXIT
 start_temporary_broker
 export WAL_TEST_BROKERS=$KAFKA_BOOTSTRAP WAL_TEST_SASL_BROKERS=$KAFKA_SASL_BOOTSTRAP
 export WAL_TEST_KAFKA_DATA_DIR=$KAFKA_DATA_DIR
@@ -240,7 +248,7 @@ step "ASan build" "waiting for the rest of the AddressSanitizer build"
 finish "ASan build"
 job "ASan tests, fuzzers" asan_tests
 step "TSan build" "waiting for the rest of the ThreadSanitizer build"
-finish "TSan build, after ASan's"
+finish "TSan build (after the ASan build)"
 step "TSan tests" "unit and integration tests under ThreadSanitizer"
 tsan_tests
 step "the other jobs" "waiting for those still running"
