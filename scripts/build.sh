@@ -6,7 +6,7 @@
 #                                                targets, in build-asan/
 #   scripts/build.sh --tsan [ninja targets...]   clang, ThreadSanitizer, in build-tsan/
 # Extra CMake settings go in $CMAKE_ARGS. The sanitizer builds are clang's: it compiles them
-# several times faster than g++ does (docs/TESTING.md, "Where CI's time goes").
+# several times faster than g++ does (docs/TESTING.md, "What scripts/test.sh runs").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${BUILD_DIR:-build}
@@ -27,7 +27,13 @@ case "${1:-}" in
 esac
 # ccache hits across clones (CI builds a fresh clone in another directory).
 export CCACHE_BASEDIR=$PWD CCACHE_NOHASHDIR=1
-if [[ ! -f "$build/build.ninja" ]]; then
+if [[ -n "${CC:-}" && -f "$build/CMakeCache.txt" ]] &&
+  ! grep -q "^CMAKE_CXX_COMPILER:[A-Z]*=.*$CXX\$" "$build/CMakeCache.txt"; then
+  # Configured with another compiler (a sanitizer build from before they were clang's): CMake
+  # cannot change that in place.
+  rm -rf "$build"
+fi
+if [[ ! -f "$build/build.ninja" || -n "$cmake_args" ]]; then
   # shellcheck disable=SC2086
   cmake -S . -B "$build" -G Ninja $cmake_args >/dev/null
 fi
