@@ -8,7 +8,7 @@
 # UndefinedBehaviorSanitizer and again with ThreadSanitizer, runs the libFuzzer targets for 30 s
 # each, then starts a 3-node Kafka cluster and runs the fault tests one at a time on it, and
 # stops Kafka. The sanitizer builds compile in the background, at idle priority, while the plain
-# build's tests run (they mostly wait on Kafka and timers), and ends with a table of its steps.
+# build's tests run (they mostly wait on Kafka and timers). A run ends with a table of its steps.
 #   scripts/test.sh [ctest options]          the whole suite (CI runs this)
 #   scripts/test.sh --quick [ctest options]  the inner loop: formatting, the plain build, every
 #                                            ctest test but the fault tests and the Rust
