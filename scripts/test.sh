@@ -234,9 +234,8 @@ tsan_tests() {
 # so two or three together keep the CPU about as busy as one compile, and the sanitizer builds
 # take what is left. The plain ctest runs beside the Rust client's tests and the other Kafka
 # versions; each sanitizer suite starts once its build is ready and the plain ctest is over.
-# The fault tests run last, alone: their cluster's recovery is what they time, and with the
-# ASan tests beside them one of them read fewer entries than were acknowledged
-# (docs/TESTING.md).
+# The fault tests run last, alone, as they always did: their cluster's recovery is what they
+# time.
 rust_client_and_kafka_versions() {
   rust_client
   other_kafka_versions
