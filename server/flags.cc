@@ -43,6 +43,9 @@ ABSL_FLAG(uint64_t, max_record_bytes, kDefaults.max_record_bytes,
           "Largest Kafka record value; larger entries are split into several records");
 ABSL_FLAG(int, producers, kDefaults.producers,
           "Kafka producers in the pool; each owns a share of the slots");
+ABSL_FLAG(int, slot_flushes_in_flight, kDefaults.slot_flushes_in_flight,
+          "Groups of records a slot keeps in flight; entries arriving meanwhile wait and leave "
+          "together, packed into shared Kafka records (group commit)");
 ABSL_FLAG(int, append_timeout_ms, Millis(kDefaults.append_timeout),
           "An append not acknowledged by Kafka in this time fails with UNAVAILABLE (at most "
           "30000)");
@@ -127,6 +130,7 @@ absl::StatusOr<ServerOptions> ServerOptionsFromFlags(
   o.max_entry_bytes = absl::GetFlag(FLAGS_max_entry_bytes);
   o.max_record_bytes = absl::GetFlag(FLAGS_max_record_bytes);
   o.producers = absl::GetFlag(FLAGS_producers);
+  o.slot_flushes_in_flight = absl::GetFlag(FLAGS_slot_flushes_in_flight);
   o.append_timeout = milliseconds(absl::GetFlag(FLAGS_append_timeout_ms));
   o.admin_timeout = milliseconds(absl::GetFlag(FLAGS_admin_timeout_ms));
   o.slow_append = milliseconds(absl::GetFlag(FLAGS_slow_append_ms));

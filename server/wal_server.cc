@@ -131,8 +131,9 @@ absl::Status Validate(const ServerOptions& o) {
         "--prune_mode=", o.prune_mode,
         " is not a mode: auto (delete until Kafka refuses, then logical), delete or logical"));
   }
-  if (o.producers < 1 || o.max_concurrent_reads < 1) {
-    return absl::InvalidArgumentError("producers and max_concurrent_reads must be at least 1");
+  if (o.producers < 1 || o.max_concurrent_reads < 1 || o.slot_flushes_in_flight < 1) {
+    return absl::InvalidArgumentError(
+        "producers, max_concurrent_reads and slot_flushes_in_flight must be at least 1");
   }
   if (o.append_timeout.count() < 100 || o.admin_timeout.count() < 100) {
     return absl::InvalidArgumentError("append_timeout and admin_timeout must be at least 100 ms");

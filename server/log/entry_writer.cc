@@ -1,6 +1,9 @@
 #include "server/log/entry_writer.h"
 
+#include <algorithm>
 #include <random>
+#include <unordered_map>
+#include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
@@ -18,26 +21,20 @@ namespace wal {
 // whichever comes first, and is deleted when both have happened.
 class EntryWriter::Call {
  public:
-  struct Record : DeliveryHandler {
-    Call* call = nullptr;
-    uint32_t item = 0;
-    bool first_of_entry = false;
-    std::string_view value;  // in the call's `values`
-    void OnDelivery(const Delivery& delivery) override { call->OnRecord(*this, delivery); }
-  };
-
   Call(EntryWriter* writer, size_t items, size_t records, Callback done)
-      : records(records), writer_(writer), ids_(items, 0), done_(std::move(done)) {
-    // One pending count per record plus one for Append while it produces.
+      : writer_(writer), ids_(items, 0), done_(std::move(done)) {
+    // One pending count per record plus one for Append while it queues them.
     pending_ = static_cast<int>(records) + 1;
   }
 
-  std::vector<Record> records;
   std::unique_ptr<char[]> values;  // the bytes of every record, one allocation per call
   std::multimap<Clock::time_point, Call*>::iterator timer;
   bool timer_armed = false;  // guarded by the writer's timer_mu_
+  // Some record of the call was handed to librdkafka: a later failure may leave part of it
+  // written. Set under the producer's produce_mu.
+  std::atomic<bool> produced{false};
 
-  // `n` records will not be reported (never sent), or Append is done producing.
+  // `n` records will not be reported (never sent), or Append is done queueing.
   void RecordsDone(int n) {
     if (pending_.fetch_sub(n) == n) {
       Finish(first_error());
@@ -65,24 +62,25 @@ class EntryWriter::Call {
     if (refs_.fetch_sub(1) == 1) delete this;
   }
 
- private:
   // What a delivery means for an append: a failed append has an unknown outcome whatever its
   // records' (a prefix may be durable), so a record not written or perhaps written fails it
-  // alike, with Kafka's reason; the caller retries with the same sequences.
-  void OnRecord(const Record& r, const Delivery& delivery) {
+  // alike, with Kafka's reason; the caller retries with the same sequences. A record of the
+  // item's entry reported: by itself or in a packed record, whose offset is then the entry's id.
+  void OnRecord(uint32_t item, bool first_of_entry, const Delivery& delivery) {
     if (!delivery.written()) {
       Fail(KafkaErrorToStatus(delivery.err, "appending to Kafka"));
-    } else if (r.first_of_entry) {
+    } else if (first_of_entry) {
       if (delivery.offset < 0) {
         // A retried batch that the broker had already written: durable, but its offset unknown.
         Fail(absl::UnavailableError("Kafka acknowledged an entry without its offset; retry"));
       } else {
-        ids_[r.item] = static_cast<uint64_t>(delivery.offset);
+        ids_[item] = static_cast<uint64_t>(delivery.offset);
       }
     }
     RecordsDone(1);
   }
 
+ private:
   absl::Status first_error() {
     std::lock_guard<std::mutex> lock(mu_);
     return error_;
@@ -96,6 +94,23 @@ class EntryWriter::Call {
   std::atomic<bool> finished_{false};
   std::mutex mu_;
   absl::Status error_ ABSL_GUARDED_BY(mu_);
+};
+
+// The records one Flush produced for a slot: the slot's next group leaves when all are reported.
+struct EntryWriter::Group {
+  ProducerSlot* owner = nullptr;
+  const Slot* slot = nullptr;  // the key of `queue` in owner->queues
+  SlotQueue* queue = nullptr;  // map nodes stay put
+  int unreported = 0;          // guarded by owner->produce_mu
+};
+
+// One Kafka record on its way: a call's record of its own, or a packed record of several parts.
+struct EntryWriter::Outgoing : DeliveryHandler {
+  EntryWriter* writer = nullptr;
+  Group* group = nullptr;
+  std::vector<Part> parts;
+  std::unique_ptr<char[]> packed;  // the value, when parts are packed
+  void OnDelivery(const Delivery& delivery) override { writer->OnOutgoing(this, delivery); }
 };
 
 absl::StatusOr<std::unique_ptr<EntryWriter>> EntryWriter::Create(const KafkaProperties& properties,
@@ -126,7 +141,10 @@ absl::StatusOr<std::unique_ptr<EntryWriter>> EntryWriter::Create(const KafkaProp
 }
 
 EntryWriter::~EntryWriter() {
-  // Producers flush and purge first, so every call completes, then the timer goes.
+  // Producers flush and purge first, so every call completes, then the timer goes. What still
+  // waits in a slot's queue fails when the group ahead of it is reported: Flush produces
+  // nothing once failing_ is set.
+  failing_.store(true);
   for (auto& p : producers_) p->producer.reset();
   {
     std::lock_guard<std::mutex> lock(timer_mu_);
@@ -139,10 +157,16 @@ EntryWriter::~EntryWriter() {
 
 void EntryWriter::FailPending() {
   failing_.store(true);
+  std::vector<Failed> failed;
   for (auto& p : producers_) {
     std::lock_guard<std::mutex> lock(p->produce_mu);
     p->producer->current()->Purge();
+    for (auto& [slot, queue] : p->queues) {
+      for (const Part& part : queue.queued) failed.push_back({part, ShuttingDown()});
+      queue.queued.clear();
+    }
   }
+  FailParts(std::move(failed));
 }
 
 std::vector<const Producer*> EntryWriter::producers() const {
@@ -201,7 +225,6 @@ void EntryWriter::Append(std::vector<AppendItem> items, Clock::time_point deadli
   std::vector<std::string_view> values;
   std::vector<size_t> first_record;  // of item i, and the count of records after the last
   std::unique_ptr<char[]> buffer = Encode(items, &values, &first_record);
-  // Addresses of the records are handed to librdkafka: the vector is sized once, here.
   auto* call = new Call(this, items.size(), values.size(), std::move(done));
   call->values = std::move(buffer);
 
@@ -209,63 +232,182 @@ void EntryWriter::Append(std::vector<AppendItem> items, Clock::time_point deadli
   // timing out blind.
   ArmTimer(call, Within(AnswerBy(deadline), options_.append_timeout));
 
-  // Group by producer; within a producer, produce every record of the call under its lock, so
-  // that chunks of one entry are never interleaved with another call's.
+  // A record larger than this cannot share a Kafka record with another.
+  const size_t packable_bytes =
+      std::min(options_.max_packed_entry_bytes,
+               options_.max_record_bytes - kPackedHeaderBytes - 2 * kPackedDirectoryEntryBytes);
   std::map<ProducerSlot*, std::vector<size_t>> by_producer;
   for (size_t i = 0; i < items.size(); ++i) by_producer[&OwnerOf(items[i].slot)].push_back(i);
-
-  int unsent = 0;
-  int produced = 0;  // records handed to librdkafka
-  bool failed = false;
+  std::vector<Failed> failed;
   for (auto& [owner, indexes] : by_producer) {
     std::lock_guard<std::mutex> lock(owner->produce_mu);
-    if (failing_.load() && !failed) {
-      call->Fail(absl::UnavailableError("walserver is shutting down; nothing was written"));
-      failed = true;
-    }
-    Producer* producer = nullptr;
-    if (!failed) {
-      absl::StatusOr<Producer*> live = owner->producer->Live();
-      if (live.ok()) {
-        producer = *live;
-      } else {
-        call->Fail(live.status());
-        failed = true;
+    // Queues this call found empty: their slot may be free to flush now.
+    std::vector<std::map<Slot, SlotQueue>::iterator> found_empty;
+    for (size_t i : indexes) {
+      const size_t records = first_record[i + 1] - first_record[i];
+      auto queue = owner->queues.try_emplace(items[i].slot).first;
+      if (queue->second.queued.empty()) found_empty.push_back(queue);
+      for (size_t r = first_record[i]; r < first_record[i + 1]; ++r) {
+        Part part;
+        part.call = call;
+        part.item = static_cast<uint32_t>(i);
+        part.first_of_entry = r == first_record[i];
+        part.packable = records == 1 && values[r].size() <= packable_bytes;
+        part.namespace_id = items[i].namespace_id;
+        part.record = values[r];
+        if (failing_.load()) {
+          failed.push_back({part, ShuttingDown()});
+        } else {
+          queue->second.queued.push_back(part);
+        }
       }
     }
-    for (size_t i : indexes) {
-      const std::string key = EncodeKey(items[i].namespace_id);
-      for (size_t r = first_record[i]; r < first_record[i + 1]; ++r) {
-        Call::Record& record = call->records[r];
-        record.call = call;
-        record.item = static_cast<uint32_t>(i);
-        record.first_of_entry = r == first_record[i];
-        record.value = values[r];
-        if (failed) {
-          ++unsent;
-          continue;
-        }
-        absl::Status s = producer->Produce(items[i].slot.topic, items[i].slot.partition, key,
-                                           record.value, &record);
-        if (!s.ok()) {
-          // RESOURCE_EXHAUSTED promises that nothing was written; once some records of the
-          // call are on their way, the caller can only be told to retry with its sequences.
-          if (absl::IsResourceExhausted(s) && produced > 0) {
-            s = absl::UnavailableError(
-                absl::StrCat(s.message(),
-                             "; part of the append may have been written, retry it with the "
-                             "same sequences"));
-          }
-          call->Fail(std::move(s));
-          failed = true;
-          ++unsent;
-        } else {
-          ++produced;
-        }
+    for (auto queue : found_empty) {
+      if (queue->second.groups_in_flight < options_.slot_flushes_in_flight) {
+        Flush(*owner, queue->first, queue->second, &failed);
       }
     }
   }
-  call->RecordsDone(unsent + 1);
+  FailParts(std::move(failed));
+  call->RecordsDone(1);
+}
+
+absl::Status EntryWriter::ShuttingDown() {
+  return absl::UnavailableError("walserver is shutting down; nothing was written");
+}
+
+std::vector<std::vector<EntryWriter::Part>> EntryWriter::Pack(
+    std::vector<Part>::const_iterator begin, std::vector<Part>::const_iterator end) const {
+  std::vector<std::vector<Part>> packs;
+  std::vector<size_t> bytes;  // of each pack's record
+  // The first pack a namespace's next part may join: after the one holding its previous part.
+  std::unordered_map<uint64_t, size_t> next_pack_of;
+  for (auto part = begin; part != end; ++part) {
+    const size_t need = kPackedDirectoryEntryBytes + part->record.size();
+    size_t& at = next_pack_of[part->namespace_id];
+    while (at < packs.size() && bytes[at] + need > options_.max_record_bytes) ++at;
+    if (at == packs.size()) {
+      packs.emplace_back();
+      bytes.push_back(kPackedHeaderBytes);
+    }
+    packs[at].push_back(*part);
+    bytes[at] += need;
+    ++at;
+  }
+  return packs;
+}
+
+void EntryWriter::Flush(ProducerSlot& owner, const Slot& slot, SlotQueue& queue,
+                        std::vector<Failed>* failed) {
+  if (queue.queued.empty()) return;
+  const std::vector<Part> parts = std::exchange(queue.queued, {});
+  absl::Status refused;
+  Producer* producer = nullptr;
+  if (failing_.load()) {
+    refused = ShuttingDown();
+  } else if (absl::StatusOr<Producer*> live = owner.producer->Live(); live.ok()) {
+    producer = *live;
+  } else {
+    refused = live.status();
+  }
+  // The records to produce, in queue order: runs of packable parts packed, the others (the
+  // chunks of a split entry, a large entry) each a record of its own.
+  std::vector<std::unique_ptr<Outgoing>> outgoing;
+  for (auto run = parts.begin(); run != parts.end();) {
+    if (!run->packable) {
+      outgoing.push_back(std::make_unique<Outgoing>());
+      outgoing.back()->parts.push_back(*run++);
+      continue;
+    }
+    const auto run_end =
+        std::find_if(run, parts.end(), [](const Part& part) { return !part.packable; });
+    for (std::vector<Part>& pack : Pack(run, run_end)) {
+      outgoing.push_back(std::make_unique<Outgoing>());
+      outgoing.back()->parts = std::move(pack);
+    }
+    run = run_end;
+  }
+  auto* group = new Group{&owner, &slot, &queue, 0};
+  for (std::unique_ptr<Outgoing>& o : outgoing) {
+    if (!refused.ok()) {
+      // Nothing after a refused record is sent: a namespace's later entries would overtake it.
+      for (const Part& part : o->parts) failed->push_back({part, refused});
+      continue;
+    }
+    std::string key;
+    std::string_view value;
+    if (o->parts.size() == 1) {
+      key = EncodeKey(o->parts[0].namespace_id);
+      value = o->parts[0].record;
+    } else {
+      std::vector<PackedPart> packed;
+      packed.reserve(o->parts.size());
+      for (const Part& part : o->parts) packed.push_back({part.namespace_id, part.record});
+      const size_t bytes = PackedRecordBytes(packed);
+      o->packed.reset(new char[bytes]);  // every byte is written by EncodePackedTo
+      EncodePackedTo(packed, o->packed.get());
+      value = std::string_view(o->packed.get(), bytes);
+    }
+    o->writer = this;
+    o->group = group;
+    if (absl::Status s = producer->Produce(slot.topic, slot.partition, key, value, o.get());
+        !s.ok()) {
+      for (const Part& part : o->parts) failed->push_back({part, s});
+      refused = std::move(s);
+      continue;
+    }
+    ++group->unreported;
+    if (o->parts.size() > 1) {
+      packed_records_.fetch_add(1, std::memory_order_relaxed);
+      packed_entries_.fetch_add(o->parts.size(), std::memory_order_relaxed);
+    }
+    // Reports take produce_mu before they reach a call, so the calls are still here.
+    for (const Part& part : o->parts) part.call->produced.store(true);
+    (void)o.release();  // librdkafka's now, until OnOutgoing
+  }
+  if (group->unreported == 0) {
+    delete group;
+  } else {
+    ++queue.groups_in_flight;
+  }
+}
+
+void EntryWriter::OnOutgoing(Outgoing* o, const Delivery& delivery) {
+  const std::unique_ptr<Outgoing> outgoing(o);
+  std::vector<Failed> failed;
+  ProducerSlot& owner = *o->group->owner;
+  {
+    std::lock_guard<std::mutex> lock(owner.produce_mu);
+    Group* group = o->group;
+    if (--group->unreported == 0) {
+      // The slot's next group leaves now, with everything that gathered meanwhile.
+      const Slot& slot = *group->slot;
+      SlotQueue& queue = *group->queue;
+      delete group;
+      --queue.groups_in_flight;
+      if (queue.groups_in_flight < options_.slot_flushes_in_flight) {
+        Flush(owner, slot, queue, &failed);
+      }
+    }
+  }
+  for (const Part& part : o->parts) part.call->OnRecord(part.item, part.first_of_entry, delivery);
+  FailParts(std::move(failed));
+}
+
+void EntryWriter::FailParts(std::vector<Failed> failed) {
+  for (Failed& f : failed) {
+    absl::Status status = std::move(f.status);
+    // RESOURCE_EXHAUSTED promises that nothing was written; once some records of the call are
+    // on their way, the caller can only be told to retry with its sequences.
+    if (absl::IsResourceExhausted(status) && f.part.call->produced.load()) {
+      status = absl::UnavailableError(
+          absl::StrCat(status.message(),
+                       "; part of the append may have been written, retry it with the same "
+                       "sequences"));
+    }
+    f.part.call->Fail(std::move(status));
+    f.part.call->RecordsDone(1);
+  }
 }
 
 void EntryWriter::ArmTimer(Call* call, Clock::time_point when) {

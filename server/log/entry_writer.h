@@ -2,6 +2,12 @@
 // fixed share of the slots, so the records of one slot, and the chunks of one entry, always go
 // through one producer in order. Calls complete from delivery reports: no thread waits per call.
 // docs/ARCHITECTURE.md, "Following an Append", has the whole path.
+//
+// Group commit: while a slot has `slot_flushes_in_flight` groups of records produced and not yet
+// reported, the entries for it from every call wait in the slot's queue; when a group is
+// reported, everything queued leaves together, the small entries of different namespaces packed
+// into one Kafka record (record_format.h). No timer: what gathers is what arrives while Kafka
+// is busy with the slot, as a database's group commit does.
 #pragma once
 
 #include <atomic>
@@ -38,6 +44,10 @@ struct WriterOptions {
   // The slot topics: each producer learns their leaders at start-up, so that the first append
   // to a topic does not wait for a metadata round trip.
   std::vector<std::string> topics;
+  // Groups of records a slot keeps in flight before its entries queue to be packed together.
+  int slot_flushes_in_flight = 1;
+  // Entries whose record is larger than this go as records of their own, never packed.
+  size_t max_packed_entry_bytes = 64 * 1024;
 };
 
 struct AppendItem {
@@ -76,13 +86,38 @@ class EntryWriter {
   std::vector<const Producer*> producers() const;
   // Producers replaced after a fatal error.
   uint64_t replacements() const;
+  // Packed records produced, and the entries (and fences) they carried.
+  uint64_t packed_records() const { return packed_records_.load(); }
+  uint64_t packed_entries() const { return packed_entries_.load(); }
 
  private:
   class Call;
   friend class Call;
+  struct Group;
+  struct Outgoing;
+  // One format-1 record of a call, waiting in its slot's queue or on its way.
+  struct Part {
+    Call* call = nullptr;
+    uint32_t item = 0;
+    bool first_of_entry = false;
+    bool packable = false;  // the whole of a small entry, or a fence
+    uint64_t namespace_id = 0;
+    std::string_view record;  // in the call's buffer
+  };
+  struct SlotQueue {
+    std::vector<Part> queued;
+    int groups_in_flight = 0;
+  };
   struct ProducerSlot {
-    std::mutex produce_mu;  // keeps the records of one call contiguous per producer
+    // Keeps the records of one slot in queue order, and the chunks of one entry contiguous.
+    std::mutex produce_mu;
     std::unique_ptr<RecoveringProducer> producer ABSL_PT_GUARDED_BY(produce_mu);
+    std::map<Slot, SlotQueue> queues ABSL_GUARDED_BY(produce_mu);
+  };
+  // A part that will not be reported by Kafka, and why.
+  struct Failed {
+    Part part;
+    absl::Status status;
   };
 
   EntryWriter(const KafkaProperties& properties, const WriterOptions& options, std::string name)
@@ -94,6 +129,17 @@ class EntryWriter {
   std::unique_ptr<char[]> Encode(const std::vector<AppendItem>& items,
                                  std::vector<std::string_view>* records,
                                  std::vector<size_t>* first_record);
+  // Produces everything queued for `slot` as one group: packable parts of different namespaces
+  // share records, in queue order per namespace. Parts that could not be produced go to `failed`
+  // (to be failed once produce_mu is let go: a call may complete there).
+  void Flush(ProducerSlot& owner, const Slot& slot, SlotQueue& queue, std::vector<Failed>* failed)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(owner.produce_mu);
+  // The packed (or single) records of `parts`, at most one part per namespace each.
+  std::vector<std::vector<Part>> Pack(std::vector<Part>::const_iterator begin,
+                                      std::vector<Part>::const_iterator end) const;
+  void OnOutgoing(Outgoing* outgoing, const Delivery& delivery);
+  static void FailParts(std::vector<Failed> failed);
+  static absl::Status ShuttingDown();
   void TimerLoop();
   void ArmTimer(Call* call, Clock::time_point when);
   // True if the timer still held the call (and so the caller now owns the timer's reference).
@@ -106,6 +152,8 @@ class EntryWriter {
   std::atomic<uint64_t> next_nonce_{0};
   std::atomic<bool> failing_{false};  // FailPending() was called
   RecordSource source_;               // session and origin of every record written
+  std::atomic<uint64_t> packed_records_{0};
+  std::atomic<uint64_t> packed_entries_{0};
 
   std::mutex timer_mu_;
   std::condition_variable timer_cv_;

@@ -148,4 +148,71 @@ absl::StatusOr<DecodedRecord> DecodeRecord(std::string_view value) {
   return record;
 }
 
+size_t PackedRecordBytes(const std::vector<PackedPart>& parts) {
+  size_t bytes = kPackedHeaderBytes + parts.size() * kPackedDirectoryEntryBytes;
+  for (const PackedPart& part : parts) bytes += part.record.size();
+  return bytes;
+}
+
+void EncodePackedTo(const std::vector<PackedPart>& parts, char* out) {
+  out[0] = static_cast<char>(kPackedFormatVersion);
+  out[1] = 0;
+  PutBigEndian(kPackedHeaderBytes, 2, out + 2);
+  PutBigEndian(parts.size(), 4, out + 4);
+  PutBigEndian(0, 4, out + 12);
+  char* directory = out + kPackedHeaderBytes;
+  char* record = directory + parts.size() * kPackedDirectoryEntryBytes;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    PutBigEndian(parts[i].namespace_id, 8, directory + i * kPackedDirectoryEntryBytes);
+    PutBigEndian(parts[i].record.size(), 4, directory + i * kPackedDirectoryEntryBytes + 8);
+    std::copy(parts[i].record.begin(), parts[i].record.end(), record);
+    record += parts[i].record.size();
+  }
+  const std::string_view directory_bytes(directory, parts.size() * kPackedDirectoryEntryBytes);
+  PutBigEndian(Crc32c(directory_bytes), 4, out + 8);
+}
+
+absl::Status DecodePacked(std::string_view value, std::vector<PackedPart>* parts) {
+  parts->clear();
+  if (value.size() < kPackedHeaderBytes || !IsPackedRecord(value)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("not a packed record (", value.size(), " bytes)"));
+  }
+  const size_t header_bytes = GetBigEndian(value.data() + 2, 2);
+  const uint64_t count = GetBigEndian(value.data() + 4, 4);
+  if (header_bytes < kPackedHeaderBytes || count == 0 ||
+      count > (value.size() - std::min(header_bytes, value.size())) / kPackedDirectoryEntryBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("packed record of ", value.size(),
+                                                   " bytes: header ", header_bytes, ", ", count,
+                                                   " records"));
+  }
+  const std::string_view directory = value.substr(header_bytes, count * kPackedDirectoryEntryBytes);
+  if (Crc32c(directory) != GetBigEndian(value.data() + 8, 4)) {
+    return absl::InvalidArgumentError("packed record whose directory fails its checksum");
+  }
+  size_t at = header_bytes + directory.size();
+  parts->reserve(count);
+  for (uint64_t i = 0; i < count; ++i) {
+    const char* d = directory.data() + i * kPackedDirectoryEntryBytes;
+    const uint64_t bytes = GetBigEndian(d + 8, 4);
+    if (bytes > value.size() - at) break;
+    parts->push_back(PackedPart{GetBigEndian(d, 8), value.substr(at, bytes)});
+    at += bytes;
+  }
+  if (parts->size() != count || at != value.size()) {
+    parts->clear();
+    return absl::InvalidArgumentError("packed record whose sizes do not add up to its value");
+  }
+  // Two records of one namespace at one offset would give two entries one id.
+  std::vector<uint64_t> namespaces;
+  namespaces.reserve(parts->size());
+  for (const PackedPart& part : *parts) namespaces.push_back(part.namespace_id);
+  std::sort(namespaces.begin(), namespaces.end());
+  if (std::adjacent_find(namespaces.begin(), namespaces.end()) != namespaces.end()) {
+    parts->clear();
+    return absl::InvalidArgumentError("packed record that names a namespace twice");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace wal

@@ -26,6 +26,22 @@
 // where AcquireNamespace raised the namespace's epoch: later records of a lower epoch are not the
 // namespace's.
 //
+// Packed records (format version 2) carry one format-1 record (Full or Fence) of each of several
+// namespaces, so that one Kafka record, and one delivery report, serves many entries. Kafka key:
+// none. Value:
+//
+//   offset size field
+//        0    1 format version (2)
+//        1    1 reserved (0)
+//        2    2 header size in bytes: 16 as written today; readers skip to it
+//        4    4 number of records packed, N >= 1
+//        8    4 CRC-32C of the directory
+//       12    4 reserved (0)
+//       16 12*N directory: per packed record its namespace id (8) and size in bytes (4)
+//        .    . the N format-1 records, back to back, in directory order
+//
+// An entry id is the offset of the Kafka record that holds the entry's first byte, so a packed
+// record holds at most one record per namespace: two entries of a namespace never share an id.
 #pragma once
 
 #include <cstddef>
@@ -42,6 +58,9 @@ namespace wal {
 enum class RecordKind : uint8_t { kFull = 1, kFirst = 2, kMiddle = 3, kLast = 4, kFence = 5 };
 
 inline constexpr uint8_t kRecordFormatVersion = 1;
+inline constexpr uint8_t kPackedFormatVersion = 2;
+inline constexpr size_t kPackedHeaderBytes = 16;
+inline constexpr size_t kPackedDirectoryEntryBytes = 12;
 inline constexpr size_t kRecordHeaderBytes = 76;
 inline constexpr size_t kStampedRecordHeaderBytes = 52;  // the second layout, still readable
 inline constexpr size_t kMinRecordHeaderBytes = 28;      // the first layout, still readable
@@ -100,5 +119,25 @@ void EncodeFenceTo(uint64_t epoch, const RecordSource& source, char* out);
 // Decodes one record value. Errors (unknown version or kind, short value) mean the record is not
 // ours to read; the caller skips and counts it.
 absl::StatusOr<DecodedRecord> DecodeRecord(std::string_view value);
+
+// One namespace's record inside a packed record.
+struct PackedPart {
+  uint64_t namespace_id = 0;
+  std::string_view record;  // a format-1 record
+};
+
+// The bytes a packed record of `parts` takes.
+size_t PackedRecordBytes(const std::vector<PackedPart>& parts);
+// Writes the packed record of `parts` (at most one per namespace) to `out`, which has room for
+// PackedRecordBytes(parts).
+void EncodePackedTo(const std::vector<PackedPart>& parts, char* out);
+// Whether `value` claims to be a packed record (its version byte); DecodePacked says if it is.
+inline bool IsPackedRecord(std::string_view value) {
+  return !value.empty() && static_cast<uint8_t>(value[0]) == kPackedFormatVersion;
+}
+// The records packed in `value`, pointing into it, in directory order. An error (short value,
+// directory checksum, sizes that do not add up, a namespace named twice) means the record is not
+// ours to read.
+absl::Status DecodePacked(std::string_view value, std::vector<PackedPart>* parts);
 
 }  // namespace wal

@@ -248,25 +248,15 @@ void SlotScan::OnRecord(const rd_kafka_message_t& msg) {
   const std::optional<uint64_t> key = DecodeKey(msg.key, msg.key_len);
   covered_bytes_ += msg.len;
   bytes_since_skip_ += static_cast<int64_t>(msg.len);
-  if (key && index_ != nullptr) {
-    seen_.push_back(SlotIndex::Seen{*key, msg.offset});
-    if (seen_.size() >= kRecordEvery) RecordCovered();
-  }
-  if (!key) {
+  const std::string_view value(static_cast<const char*>(msg.payload), msg.len);
+  if (key) {
+    OnNamespaceRecord(msg.offset, *key, value);
+  } else if (IsPackedRecord(value) && DecodePacked(value, &packed_).ok()) {
+    // Each namespace's record in it is read as if it were the Kafka record at this offset.
+    for (const PackedPart& part : packed_)
+      OnNamespaceRecord(msg.offset, part.namespace_id, part.record);
+  } else {
     ++context_->records_skipped;  // not written by walserver
-  } else if (auto it = by_namespace_.find(*key); it != by_namespace_.end()) {
-    const std::string_view value(static_cast<const char*>(msg.payload), msg.len);
-    bool full = false;
-    // Only at the tail: a scan still reading a backlog batches as it fetches.
-    if (msg.offset >= tail_from_) unsent_.insert(*key);
-    for (ReadMember* m : it->second) {
-      m->OnRecord(msg.offset, *key, value);
-      if (m->done()) changed_ = true;  // reached its limit
-      full = full || m->over_limit();
-    }
-    // Only a member this record filled can be over its bound now: no walk over every member
-    // of the scan per record (a ReadMany may bring a thousand).
-    if (full) DetachOverLimit();
   }
   // Members at their end finish now; the others hear of cancellation and deadlines, and send
   // what they have, every kMemberCheckInterval even while records keep coming.
@@ -280,6 +270,26 @@ void SlotScan::OnRecord(const rd_kafka_message_t& msg) {
     changed_ = true;
     DetachOverLimit();
   }
+}
+
+void SlotScan::OnNamespaceRecord(int64_t offset, uint64_t namespace_id, std::string_view value) {
+  if (index_ != nullptr) {
+    seen_.push_back(SlotIndex::Seen{namespace_id, offset});
+    if (seen_.size() >= kRecordEvery) RecordCovered();
+  }
+  auto it = by_namespace_.find(namespace_id);
+  if (it == by_namespace_.end()) return;
+  bool full = false;
+  // Only at the tail: a scan still reading a backlog batches as it fetches.
+  if (offset >= tail_from_) unsent_.insert(namespace_id);
+  for (ReadMember* m : it->second) {
+    m->OnRecord(offset, namespace_id, value);
+    if (m->done()) changed_ = true;  // reached its limit
+    full = full || m->over_limit();
+  }
+  // Only a member this record filled can be over its bound now: no walk over every member of
+  // the scan per record (a ReadMany may bring a thousand).
+  if (full) DetachOverLimit();
 }
 
 void SlotScan::Reindex() {

@@ -32,6 +32,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -43,6 +44,7 @@
 #include "server/kafka/consumer.h"
 #include "server/log/read.h"
 #include "server/log/read_member.h"
+#include "server/log/record_format.h"
 #include "server/log/slot_index.h"
 
 namespace wal {
@@ -138,6 +140,8 @@ class SlotScan : public std::enable_shared_from_this<SlotScan> {
   // Kafka answered that records at next_ are gone (out of range).
   absl::Status OnLostRecords();
   void OnRecord(const rd_kafka_message_t& msg);
+  // One namespace's record at `offset`: a Kafka record of its own, or its part of a packed one.
+  void OnNamespaceRecord(int64_t offset, uint64_t namespace_id, std::string_view value);
   // Drops finished members and indexes the rest by namespace, so that a record costs a lookup,
   // not a call per member (100 reads of a slot share its scan).
   void Reindex();
@@ -197,6 +201,7 @@ class SlotScan : public std::enable_shared_from_this<SlotScan> {
   int64_t furthest_ = 0;  // records below were scanned at least once
   Clock::time_point last_member_check_ = Clock::now();
   std::vector<std::shared_ptr<ReadMember>> members_;
+  std::vector<PackedPart> packed_;  // the parts of the packed record being read
   std::unordered_map<uint64_t, std::vector<ReadMember*>> by_namespace_;
   int64_t min_end_ = 0;
   int64_t max_end_ = 0;

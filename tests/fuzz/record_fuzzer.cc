@@ -1,5 +1,7 @@
-// libFuzzer target for the record decoder and the entry assembler: any bytes, cut into records
-// of a slot, must never crash them, and whatever entries come out must be whole and in order.
+// libFuzzer target for the record decoders and the entry assembler: any bytes, cut into records
+// of a slot, must never crash them, and whatever entries come out must be whole and in order. A
+// record that decodes as packed gives the assembler its first namespace's part instead, as a
+// slot scan gives each reader its own namespace's part.
 //
 // Input: records one after another, each a 2-byte big-endian length and that many bytes; every
 // record gets the next offset. The first byte picks the assembler's entry limit, and whether it
@@ -29,8 +31,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   int64_t offset = 0;
   while (pos + 2 <= size) {
     const size_t len = std::min<size_t>((size_t{data[pos]} << 8) | data[pos + 1], size - pos - 2);
-    const std::string_view record(reinterpret_cast<const char*>(data + pos + 2), len);
+    std::string_view record(reinterpret_cast<const char*>(data + pos + 2), len);
     (void)wal::DecodeRecord(record);
+    std::vector<wal::PackedPart> parts;
+    if (wal::DecodePacked(record, &parts).ok()) record = parts.front().record;
     if (lend) {
       const std::string held(record);  // gone once this step ends
       std::vector<wal::AssembledEntry> step;

@@ -59,5 +59,60 @@ TEST(RecordFormat, SourceRoundTrips) {
   EXPECT_EQ(OriginOf("walserver-1"), OriginOf("walserver-1"));
 }
 
+TEST(RecordFormat, PackedRecordCarriesEachNamespacesRecord) {
+  const std::string a = EncodeEntry("first", 1, 1000, {1, 2, 3})[0];
+  const std::string b = EncodeFence(9);
+  const std::string c = EncodeEntry(std::string(300, 'c'), 2, 1000)[0];
+  const std::vector<PackedPart> parts = {{7, a}, {8, b}, {0xffffffffffffffffULL, c}};
+  std::string value(PackedRecordBytes(parts), '\0');
+  EXPECT_EQ(value.size(),
+            kPackedHeaderBytes + 3 * kPackedDirectoryEntryBytes + a.size() + b.size() + c.size());
+  EncodePackedTo(parts, value.data());
+  EXPECT_TRUE(IsPackedRecord(value));
+  EXPECT_FALSE(IsPackedRecord(a));
+  // A format-1 decoder refuses it rather than misread it.
+  EXPECT_FALSE(DecodeRecord(value).ok());
+
+  std::vector<PackedPart> decoded;
+  ASSERT_TRUE(DecodePacked(value, &decoded).ok());
+  ASSERT_EQ(decoded.size(), 3u);
+  EXPECT_EQ(decoded[0].namespace_id, 7u);
+  EXPECT_EQ(decoded[0].record, a);
+  EXPECT_EQ(decoded[1].namespace_id, 8u);
+  EXPECT_EQ(decoded[1].record, b);
+  EXPECT_EQ(decoded[2].namespace_id, 0xffffffffffffffffULL);
+  EXPECT_EQ(decoded[2].record, c);
+  EXPECT_EQ(DecodeRecord(decoded[0].record)->payload, "first");
+  EXPECT_EQ(DecodeRecord(decoded[1].record)->header.kind, RecordKind::kFence);
+}
+
+TEST(RecordFormat, DamagedPackedRecordsAreRefusedWhole) {
+  const std::string a = EncodeEntry("a", 1, 1000)[0];
+  const std::string b = EncodeEntry("bb", 2, 1000)[0];
+  const std::vector<PackedPart> parts = {{1, a}, {2, b}};
+  std::string value(PackedRecordBytes(parts), '\0');
+  EncodePackedTo(parts, value.data());
+  std::vector<PackedPart> decoded;
+  ASSERT_TRUE(DecodePacked(value, &decoded).ok());
+
+  std::string routed_elsewhere = value;  // the second record's namespace id, changed
+  routed_elsewhere[kPackedHeaderBytes + kPackedDirectoryEntryBytes + 7] ^= 1;
+  EXPECT_FALSE(DecodePacked(routed_elsewhere, &decoded).ok());
+  EXPECT_TRUE(decoded.empty());
+  EXPECT_FALSE(DecodePacked(value.substr(0, value.size() - 1), &decoded).ok());
+  EXPECT_FALSE(DecodePacked(value + "x", &decoded).ok());
+  EXPECT_FALSE(DecodePacked(value.substr(0, kPackedHeaderBytes - 1), &decoded).ok());
+  std::string no_records = value.substr(0, kPackedHeaderBytes);
+  no_records[7] = 0;  // count 0
+  EXPECT_FALSE(DecodePacked(no_records, &decoded).ok());
+  const std::vector<PackedPart> twice = {{1, a}, {1, b}};
+  std::string one_namespace_twice(PackedRecordBytes(twice), '\0');
+  EncodePackedTo(twice, one_namespace_twice.data());
+  EXPECT_FALSE(DecodePacked(one_namespace_twice, &decoded).ok());
+  std::string huge_count = value;
+  huge_count[4] = '\x7f';
+  EXPECT_FALSE(DecodePacked(huge_count, &decoded).ok());
+}
+
 }  // namespace
 }  // namespace wal
