@@ -3,11 +3,12 @@
 // through one producer in order. Calls complete from delivery reports: no thread waits per call.
 // docs/ARCHITECTURE.md, "Following an Append", has the whole path.
 //
-// Group commit: while a slot has `slot_flushes_in_flight` groups of records produced and not yet
-// reported, the entries for it from every call wait in the slot's queue; when a group is
-// reported, everything queued leaves together, the small entries of different namespaces packed
-// into one Kafka record (record_format.h). No timer: what gathers is what arrives while Kafka
-// is busy with the slot, as a database's group commit does.
+// Group commit: the entries of one call for one slot leave together, the small entries of
+// different namespaces packed into shared Kafka records (record_format.h). While a slot has
+// `slot_flushes_in_flight` groups of records produced and not yet reported, the entries for it
+// from every call wait in the slot's queue; when a group is reported, everything queued leaves
+// as the next group. No timer: what gathers is what arrives while Kafka is busy with the slot,
+// as a database's group commit does.
 #pragma once
 
 #include <atomic>
@@ -45,7 +46,9 @@ struct WriterOptions {
   // to a topic does not wait for a metadata round trip.
   std::vector<std::string> topics;
   // Groups of records a slot keeps in flight before its entries queue to be packed together.
-  int slot_flushes_in_flight = 1;
+  // librdkafka pipelines up to 5 requests per broker, so waiting for fewer in flight adds a
+  // round trip per call: 1 gave 21k entries/s single against 40k for 4 (docs/BENCHMARKS.md).
+  int slot_flushes_in_flight = 4;
   // Entries whose record is larger than this go as records of their own, never packed.
   size_t max_packed_entry_bytes = 64 * 1024;
 };

@@ -74,6 +74,78 @@ TEST_F(Core, FatalProducerErrorFailsTheQueuedAppendWithUnavailable) {
   EXPECT_EQ(data, (std::vector<std::string>{"before", "after"}));
 }
 
+// Group commit: with one group of a slot in flight, the entries that arrive for the slot wait,
+// and leave together when it is reported, packed into one record: they share its offset.
+TEST_F(Core, EntriesArrivingWhileTheSlotsGroupIsInFlightLeavePackedTogether) {
+  const auto [a, b] = TwoInOneSlot(1);
+  ASSERT_NE(a, 0u);
+  auto state = Create(a);
+  ASSERT_TRUE(state.ok()) << state.status();
+  WriterOptions options;
+  options.producers = 1;
+  options.topics = {topic()};
+  options.slot_flushes_in_flight = 1;
+  auto writer = EntryWriter::Create(properties(), options, "gather");
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  rd_kafka_mock_cluster_t* cluster = core_->mock_cluster()->cluster();
+  ASSERT_EQ(rd_kafka_mock_broker_set_down(cluster, 1), RD_KAFKA_RESP_ERR_NO_ERROR);
+  std::vector<std::promise<absl::StatusOr<std::vector<uint64_t>>>> done(3);
+  auto append = [&](uint64_t ns, std::string_view data, int call) {
+    (*writer)->Append({AppendItem{state->slot, ns, data, {}}}, Deadline(),
+                      [&done, call](absl::StatusOr<std::vector<uint64_t>> ids) {
+                        done[call].set_value(std::move(ids));
+                      });
+  };
+  append(a, "in flight", 0);  // the slot's group: held by the broker being down
+  append(a, "waits", 1);      // queued behind it (Append queues before it returns)
+  append(b, "waits too", 2);
+  ASSERT_EQ(rd_kafka_mock_broker_set_up(cluster, 1), RD_KAFKA_RESP_ERR_NO_ERROR);
+  std::vector<uint64_t> ids;
+  for (auto& d : done) {
+    auto result = d.get_future().get();
+    ASSERT_TRUE(result.ok()) << result.status();
+    ids.push_back((*result)[0]);
+  }
+  EXPECT_EQ(ids[1], ids[0] + 1);
+  EXPECT_EQ(ids[2], ids[1]);
+  EXPECT_EQ((*writer)->packed_records(), 1u);
+  EXPECT_EQ((*writer)->packed_entries(), 2u);
+}
+
+// Shutting down with entries queued behind a group in flight: every call is answered, the
+// queued one with UNAVAILABLE saying nothing was written.
+TEST_F(Core, FailPendingAnswersTheEntriesQueuedBehindAGroupInFlight) {
+  auto state = Create(1);
+  ASSERT_TRUE(state.ok()) << state.status();
+  WriterOptions options;
+  options.producers = 1;
+  options.topics = {topic()};
+  options.slot_flushes_in_flight = 1;
+  auto writer = EntryWriter::Create(properties(), options, "fail-queued");
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  rd_kafka_mock_cluster_t* cluster = core_->mock_cluster()->cluster();
+  ASSERT_EQ(rd_kafka_mock_broker_set_down(cluster, 1), RD_KAFKA_RESP_ERR_NO_ERROR);
+  std::promise<absl::Status> in_flight, queued;
+  (*writer)->Append(
+      {AppendItem{state->slot, 1, "in flight", {}}}, Deadline(),
+      [&](absl::StatusOr<std::vector<uint64_t>> ids) { in_flight.set_value(ids.status()); });
+  (*writer)->Append(
+      {AppendItem{state->slot, 1, "queued", {}}}, Deadline(),
+      [&](absl::StatusOr<std::vector<uint64_t>> ids) { queued.set_value(ids.status()); });
+  auto queued_result = queued.get_future();
+  EXPECT_EQ(queued_result.wait_for(milliseconds(200)), std::future_status::timeout);
+  (*writer)->FailPending();
+  ASSERT_EQ(queued_result.wait_for(seconds(10)), std::future_status::ready);
+  const absl::Status queued_status = queued_result.get();
+  EXPECT_TRUE(absl::IsUnavailable(queued_status)) << queued_status;
+  EXPECT_TRUE(absl::StrContains(queued_status.message(), "nothing was written")) << queued_status;
+  auto in_flight_result = in_flight.get_future();
+  ASSERT_EQ(in_flight_result.wait_for(seconds(10)), std::future_status::ready);
+  EXPECT_TRUE(absl::IsUnavailable(in_flight_result.get()));
+  writer->reset();
+  ASSERT_EQ(rd_kafka_mock_broker_set_up(cluster, 1), RD_KAFKA_RESP_ERR_NO_ERROR);
+}
+
 #endif
 
 }  // namespace
