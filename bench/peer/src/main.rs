@@ -11,6 +11,10 @@
 //! namespace r through walserver.
 //!
 //! Modes:
+//!   regions  a datanode's write batch: `--region_callers` closed-loop callers, each call one
+//!            entry for each of `--regions_per_call` consecutive regions (from a random one) of
+//!            `--regions`; rskafka produces the call's entries grouped by topic, all topics at
+//!            once; walserver gets one append of them all
 //!   batched  `--callers` closed-loop callers, `--batch` entries per call
 //!   single   `--single_callers` closed-loop callers, one entry per call
 //!   latency  open loop at `--latency_load` times walserver's single-entry rate (measured first
@@ -35,7 +39,7 @@ use tokio::task::JoinSet;
 use walclient::{Bytes, Client as WalClient, ClientOptions, ReadOptions};
 
 const REPLAY_NAMESPACE: u64 = 1_000_000;
-const MODES: [&str; 4] = ["batched", "single", "latency", "replay"];
+const MODES: [&str; 5] = ["regions", "batched", "single", "latency", "replay"];
 
 struct Args {
     brokers: String,
@@ -47,6 +51,9 @@ struct Args {
     batch: usize,
     callers: usize,
     single_callers: usize,
+    regions: usize,
+    regions_per_call: usize,
+    region_callers: usize,
     time_series: bool,
     compression: String,
     replay_mib: usize,
@@ -57,14 +64,18 @@ struct Args {
     walserver_args: Vec<String>,
     /// The broker's process, to report its CPU per GB beside each path's (same host only).
     broker_pid: Option<u32>,
+    /// Added to the rskafka paths' names: which rskafka this binary was built with
+    /// (scripts/walpeer_nodelay.sh builds one with TCP_NODELAY).
+    rskafka_label: String,
 }
 
 const USAGE: &str =
     "walpeer --brokers=HOST:PORT --walserver=PATH [--modes=batched,single,latency,replay]
   [--seconds=5] [--runs=3] [--entry_bytes=1024] [--batch=64] [--callers=4] [--single_callers=64]
+  [--regions=1000] [--regions_per_call=32] [--region_callers=8]
   [--payload=random|timeseries] [--compression=none|lz4] [--replay_mib=64] [--latency_load=0.5]
   [--topics=16] [--fetch_bytes=8388608] [--csv=FILE] [--walserver_args=--a=1,--b=2]
-  [--broker_pid=PID] [--smoke]";
+  [--broker_pid=PID] [--rskafka_label=TEXT] [--smoke]";
 
 fn parse_args() -> Result<Args, String> {
     let mut a = Args {
@@ -77,6 +88,9 @@ fn parse_args() -> Result<Args, String> {
         batch: 64,
         callers: 4,
         single_callers: 64,
+        regions: 1000,
+        regions_per_call: 32,
+        region_callers: 8,
         time_series: false,
         compression: "none".into(),
         replay_mib: 64,
@@ -86,11 +100,12 @@ fn parse_args() -> Result<Args, String> {
         csv: None,
         walserver_args: Vec::new(),
         broker_pid: None,
+        rskafka_label: String::new(),
     };
     for arg in std::env::args().skip(1) {
         if arg == "--smoke" {
             // Tiny sizes, one round: proves the peer works, measures nothing.
-            (a.seconds, a.runs, a.replay_mib, a.single_callers) = (0.5, 1, 2, 8);
+            (a.seconds, a.runs, a.replay_mib, a.single_callers, a.regions) = (0.5, 1, 2, 8, 64);
             continue;
         }
         let (name, value) = arg
@@ -108,6 +123,9 @@ fn parse_args() -> Result<Args, String> {
             "batch" => a.batch = number(value)? as usize,
             "callers" => a.callers = number(value)? as usize,
             "single_callers" => a.single_callers = number(value)? as usize,
+            "regions" => a.regions = number(value)? as usize,
+            "regions_per_call" => a.regions_per_call = number(value)? as usize,
+            "region_callers" => a.region_callers = number(value)? as usize,
             "payload" => {
                 a.time_series = match value {
                     "timeseries" => true,
@@ -123,6 +141,7 @@ fn parse_args() -> Result<Args, String> {
             "csv" => a.csv = Some(value.into()),
             "walserver_args" => a.walserver_args = value.split(',').map(String::from).collect(),
             "broker_pid" => a.broker_pid = Some(number(value)? as u32),
+            "rskafka_label" => a.rskafka_label = value.into(),
             _ => return Err(format!("unknown flag --{name}\n{USAGE}")),
         }
     }
@@ -139,6 +158,9 @@ fn parse_args() -> Result<Args, String> {
     }
     if a.runs == 0 || a.callers == 0 || a.single_callers == 0 || a.batch == 0 || a.topics == 0 {
         return Err("--runs, --callers, --single_callers, --batch and --topics must be >= 1".into());
+    }
+    if a.region_callers == 0 || a.regions_per_call == 0 || a.regions_per_call > a.regions {
+        return Err("--region_callers >= 1, and 1 <= --regions_per_call <= --regions".into());
     }
     if let Some(m) = a.modes.iter().find(|m| !MODES.contains(&m.as_str())) {
         return Err(format!("unknown mode '{m}': {}", MODES.join(", ")));
@@ -227,7 +249,10 @@ async fn measure(args: Args, kafka: &KafkaClient, prefix: &str) -> Result<(), St
     let mut options = ClientOptions::new(walserver.address.clone());
     options.timeout = Duration::from_secs(60);
     let wal = WalClient::connect(options).await.map_err(|s| format!("walclient: {s}"))?;
-    let regions = args.callers.max(args.single_callers);
+    let mut regions = args.callers.max(args.single_callers);
+    if args.modes.iter().any(|m| m == "regions") {
+        regions = regions.max(args.regions);
+    }
     let namespaces: Vec<u64> = (1..=regions as u64).collect();
     for &ns in &namespaces {
         wal.create_namespace(ns).await.map_err(|s| format!("create namespace {ns}: {s}"))?;
@@ -271,20 +296,29 @@ impl Bench {
         let mut single_walserver_rate = None;
         for mode in &modes {
             match mode.as_str() {
+                "regions" => {
+                    let load = Load::Regions {
+                        regions: self.args.regions,
+                        per_call: self.args.regions_per_call,
+                    };
+                    self.closed_loop("regions", self.args.region_callers, load).await?;
+                }
                 "batched" => {
-                    let (callers, batch) = (self.args.callers, self.args.batch);
-                    self.closed_loop("batched", callers, batch).await?;
+                    let load = Load::OneRegion { batch: self.args.batch };
+                    self.closed_loop("batched", self.args.callers, load).await?;
                 }
                 "single" => {
                     let callers = self.args.single_callers;
-                    single_walserver_rate = Some(self.closed_loop("single", callers, 1).await?);
+                    let load = Load::OneRegion { batch: 1 };
+                    single_walserver_rate = Some(self.closed_loop("single", callers, load).await?);
                 }
                 "latency" => {
                     let max = match single_walserver_rate {
                         Some(rate) => rate,
                         None => {
                             let callers = self.args.single_callers;
-                            self.closed_loop("single", callers, 1).await?
+                            self.closed_loop("single", callers, Load::OneRegion { batch: 1 })
+                                .await?
                         }
                     };
                     self.latency(max * self.args.latency_load).await?;
@@ -294,6 +328,13 @@ impl Bench {
             }
         }
         Ok(())
+    }
+
+    fn path_name(&self, path: PathKind) -> String {
+        match path {
+            PathKind::Walserver => path.name().to_string(),
+            _ => format!("{}{}", path.name(), self.args.rskafka_label),
+        }
     }
 
     fn pids(&self, path: PathKind) -> Vec<u32> {
@@ -319,20 +360,19 @@ impl Bench {
     ) {
         self.csv.push(format!(
             "{mode},{},{},{},{round},{value:.1},{unit},{cpu:.2}",
-            path.name(),
+            self.path_name(path),
             if self.args.time_series { "timeseries" } else { "random" },
             self.args.compression
         ));
     }
 
-    /// `callers` callers appending `batch` entries per call for `--seconds`, each path in turn,
-    /// `--runs` rounds. Returns walserver's median entries/s.
-    async fn closed_loop(
-        &mut self,
-        mode: &str,
-        callers: usize,
-        batch: usize,
-    ) -> Result<f64, String> {
+    /// `callers` callers appending as `load` says for `--seconds`, each path in turn, `--runs`
+    /// rounds. Returns walserver's median entries/s.
+    async fn closed_loop(&mut self, mode: &str, callers: usize, load: Load) -> Result<f64, String> {
+        let batch = match load {
+            Load::OneRegion { batch } => batch,
+            Load::Regions { per_call, .. } => per_call,
+        };
         let mut rates = vec![Vec::new(); self.sinks.len()];
         let mut cpus = vec![Vec::new(); self.sinks.len()];
         let mut broker_cpus = vec![Vec::new(); self.sinks.len()];
@@ -344,16 +384,26 @@ impl Bench {
                 let started = Instant::now();
                 let stop = started + Duration::from_secs_f64(self.args.seconds);
                 let mut tasks = JoinSet::new();
-                for region in 0..callers {
+                for caller in 0..callers {
                     let sink = Arc::clone(&sink);
                     let entries: Vec<Bytes> = (0..batch)
-                        .map(|k| self.entries[(region + k) % self.entries.len()].clone())
+                        .map(|k| self.entries[(caller + k) % self.entries.len()].clone())
                         .collect();
                     tasks.spawn(async move {
                         let mut appended = 0usize;
+                        let mut call = 0u64;
                         while Instant::now() < stop {
-                            sink.append(region, &entries).await?;
+                            match load {
+                                Load::OneRegion { .. } => sink.append(caller, &entries).await?,
+                                Load::Regions { regions, per_call } => {
+                                    let first = splitmix64((caller as u64) << 32 | call) as usize;
+                                    let picked: Vec<usize> =
+                                        (0..per_call).map(|k| (first + k) % regions).collect();
+                                    sink.append_regions(&picked, &entries).await?
+                                }
+                            }
                             appended += entries.len();
+                            call += 1;
                         }
                         Ok::<usize, String>(appended)
                     });
@@ -374,15 +424,24 @@ impl Bench {
                 cpus[i].push(cpu_per_gb);
             }
         }
-        println!("\n{mode}: {callers} callers, {batch} entries per call");
+        match load {
+            Load::OneRegion { .. } => {
+                println!("\n{mode}: {callers} callers, {batch} entries per call")
+            }
+            Load::Regions { regions, per_call } => println!(
+                "\n{mode}: {callers} callers, each call one entry for each of {per_call} of \
+                 {regions} regions on {} topics",
+                self.args.topics
+            ),
+        }
         self.report(&rates, &cpus, "entries/s");
         if self.args.broker_pid.is_some() {
             // The host's two cores are shared by the broker and the path: what the path costs the
             // broker decides how much of them is left for the path itself.
             for (i, (path, _)) in self.sinks.iter().enumerate() {
                 println!(
-                    "  {:<16} broker CPU {:.2} s/GB, path and broker {:.2} s/GB",
-                    path.name(),
+                    "  {:<28} broker CPU {:.2} s/GB, path and broker {:.2} s/GB",
+                    self.path_name(*path),
                     median(&broker_cpus[i]),
                     median(&broker_cpus[i]) + median(&cpus[i])
                 );
@@ -394,15 +453,15 @@ impl Bench {
     fn report(&self, values: &[Vec<f64>], cpus: &[Vec<f64>], unit: &str) {
         let wal = median(values.last().expect("walserver's row"));
         println!(
-            "  {:<16} {:>34} {:>12} {:>10} {:>12}",
+            "  {:<28} {:>34} {:>12} {:>10} {:>12}",
             "path", unit, "median", "cpu s/GB", "walserver/it"
         );
         for (i, (path, _)) in self.sinks.iter().enumerate() {
             let rounds: Vec<String> = values[i].iter().map(|v| format!("{v:.0}")).collect();
             let m = median(&values[i]);
             println!(
-                "  {:<16} {:>34} {:>12.0} {:>10.2} {:>12.2}",
-                path.name(),
+                "  {:<28} {:>34} {:>12.0} {:>10.2} {:>12.2}",
+                self.path_name(*path),
                 rounds.join(" / "),
                 m,
                 median(&cpus[i]),
@@ -418,7 +477,7 @@ impl Bench {
     async fn latency(&mut self, rate: f64) -> Result<(), String> {
         println!("\nlatency: open loop at {rate:.0} entries/s, one entry per call");
         println!(
-            "  {:<16} {:>8} {:>8} {:>8} {:>9} {:>12}",
+            "  {:<28} {:>8} {:>8} {:>8} {:>9} {:>12}",
             "path", "round", "p50 ms", "p99 ms", "max ms", "over 20 ms"
         );
         let regions = self.args.single_callers;
@@ -447,8 +506,8 @@ impl Bench {
                 let cpu_per_gb = (self.cpu(path) - cpu0) / gb;
                 let p = Percentiles::new(ms);
                 println!(
-                    "  {:<16} {:>8} {:>8.2} {:>8.2} {:>9.1} {:>12}",
-                    path.name(),
+                    "  {:<28} {:>8} {:>8.2} {:>8.2} {:>9.1} {:>12}",
+                    self.path_name(path),
                     round + 1,
                     p.at(0.5),
                     p.at(0.99),
@@ -538,12 +597,12 @@ impl Bench {
             rates[1].push(wal_rate);
         }
         println!("\nreplay: {} MiB of one region", self.args.replay_mib);
-        println!("  {:<16} {:>34} {:>12} {:>12}", "path", "MiB/s", "median", "walserver/it");
+        println!("  {:<28} {:>34} {:>12} {:>12}", "path", "MiB/s", "median", "walserver/it");
         let wal = median(&rates[1]);
         for (name, values) in [("rskafka fetch", &rates[0]), ("walserver Read", &rates[1])] {
             let rounds: Vec<String> = values.iter().map(|v| format!("{v:.0}")).collect();
             println!(
-                "  {:<16} {:>34} {:>12.0} {:>12.2}",
+                "  {:<28} {:>34} {:>12.0} {:>12.2}",
                 name,
                 rounds.join(" / "),
                 median(values),
@@ -563,6 +622,23 @@ impl Bench {
 }
 
 /// What a replay must read: entries 0, 1, 2... (each starts with its number) of one size.
+/// What each call of a closed loop appends.
+#[derive(Clone, Copy)]
+enum Load {
+    /// `batch` entries of the caller's own region.
+    OneRegion { batch: usize },
+    /// One entry for each of `per_call` consecutive regions of `regions`, from a random one.
+    Regions { regions: usize, per_call: usize },
+}
+
+/// A well-mixed 64-bit hash (splitmix64's finalizer): the first region of each call.
+fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
 struct ReplayCheck {
     entry_bytes: usize,
     next: u64,

@@ -6,11 +6,12 @@
 use std::sync::Arc;
 
 use chrono::Utc;
+use futures_util::future::try_join_all;
 use rskafka::client::partition::{Compression, PartitionClient, UnknownTopicHandling};
 use rskafka::client::Client as KafkaClient;
 use rskafka::record::Record;
 use tokio::sync::{mpsc, oneshot};
-use walclient::{Bytes, Client as WalClient};
+use walclient::{AppendRequest, Bytes, Client as WalClient, Entry};
 
 /// The most bytes the merging worker puts into one produce request.
 const MERGED_BATCH_BYTES: usize = 1 << 20;
@@ -70,6 +71,64 @@ impl Sink {
                 .await
                 .map(|_| ())
                 .map_err(|s| format!("walserver append: {s}")),
+        }
+    }
+}
+
+impl Sink {
+    /// A datanode's write batch: entry i for region `regions[i]`, in one call. rskafka groups
+    /// the entries by topic and produces the groups at once (direct, or through the topics'
+    /// merging workers); walserver gets one append of every region's entry.
+    pub async fn append_regions(&self, regions: &[usize], entries: &[Bytes]) -> Result<(), String> {
+        let by_topic = |topics: usize| {
+            let mut groups: Vec<Vec<Bytes>> = vec![Vec::new(); topics];
+            for (region, entry) in regions.iter().zip(entries) {
+                groups[region % topics].push(entry.clone());
+            }
+            groups.into_iter().enumerate().filter(|(_, g)| !g.is_empty())
+        };
+        match self {
+            Sink::Direct { partitions, compression } => {
+                try_join_all(by_topic(partitions.len()).map(|(topic, group)| async move {
+                    partitions[topic]
+                        .produce(records(&group), *compression)
+                        .await
+                        .map(|_| ())
+                        .map_err(|e| format!("rskafka produce: {e}"))
+                }))
+                .await
+                .map(|_| ())
+            }
+            Sink::Merged { workers } => {
+                let mut answers = Vec::new();
+                for (topic, group) in by_topic(workers.len()) {
+                    let (done, answer) = oneshot::channel();
+                    workers[topic]
+                        .send(ProduceRequest { records: records(&group), done })
+                        .map_err(|_| "merging worker gone".to_string())?;
+                    answers.push(answer);
+                }
+                for answer in answers {
+                    answer.await.map_err(|_| "merging worker dropped a request".to_string())??;
+                }
+                Ok(())
+            }
+            Sink::Walserver { client, namespaces } => {
+                let entries = regions
+                    .iter()
+                    .zip(entries)
+                    .map(|(region, data)| Entry {
+                        namespace_id: namespaces[region % namespaces.len()],
+                        data: data.clone(),
+                        ..Default::default()
+                    })
+                    .collect();
+                client
+                    .append(AppendRequest { entries, writer_id: 0 })
+                    .await
+                    .map(|_| ())
+                    .map_err(|s| format!("walserver append: {s}"))
+            }
         }
     }
 }
