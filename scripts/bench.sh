@@ -2,9 +2,11 @@
 # Reproduces docs/BENCHMARKS.md: installs what is missing, builds (Release), starts a real Kafka
 # broker, runs every walbench mode (walserver against direct librdkafka), then walpeer (bench/peer:
 # walserver through the Rust walclient against rskafka, direct and behind a merging worker) on the
-# same broker, writes bench/results/walbench.csv, walpeer.csv and the latency plot, and stops
-# Kafka. Extra arguments go to walbench (e.g. --seconds=10), WALPEER_ARGS to walpeer (e.g.
-# "--payload=timeseries --compression=lz4"); WALBENCH=false or WALPEER=false skips one.
+# same broker, then walpeer again on rskafka with TCP_NODELAY (scripts/walpeer_nodelay.sh), writes
+# bench/results/walbench.csv, walpeer.csv, walpeer_nodelay.csv and the latency plot, and stops
+# Kafka. Extra arguments go to walbench (e.g. --seconds=10), WALPEER_ARGS to both walpeers (e.g.
+# "--payload=timeseries --compression=lz4"); WALBENCH=false, WALPEER=false or
+# WALPEER_NODELAY=false skips one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh --test
@@ -33,5 +35,13 @@ if [[ "${WALPEER:-}" != false ]]; then
   "$peer" --brokers="$KAFKA_BOOTSTRAP" --walserver="$build/server/walserver" \
     --broker_pid="$(cat "$temporary_broker_dir/pid")" \
     --csv=bench/results/walpeer.csv ${WALPEER_ARGS:-} | tee bench/results/walpeer.txt
+fi
+if [[ "${WALPEER_NODELAY:-}" != false ]]; then
+  nodelay_peer=$(./scripts/walpeer_nodelay.sh)
+  # shellcheck disable=SC2086  # WALPEER_ARGS is a list of flags
+  "$nodelay_peer" --brokers="$KAFKA_BOOTSTRAP" --walserver="$build/server/walserver" \
+    --broker_pid="$(cat "$temporary_broker_dir/pid")" --modes=regions,single \
+    --rskafka_label=" (TCP_NODELAY)" --csv=bench/results/walpeer_nodelay.csv ${WALPEER_ARGS:-} |
+    tee bench/results/walpeer_nodelay.txt
 fi
 echo "bench.sh: results in bench/results/"

@@ -46,6 +46,9 @@ ABSL_FLAG(int, producers, kDefaults.producers,
 ABSL_FLAG(int, slot_flushes_in_flight, kDefaults.slot_flushes_in_flight,
           "Groups of records a slot keeps in flight; entries arriving meanwhile wait and leave "
           "together, packed into shared Kafka records (group commit)");
+ABSL_FLAG(bool, packed_records, kDefaults.packed_records,
+          "Pack the small entries of several namespaces into shared Kafka records; false while "
+          "a walserver that cannot read them (before record format 2) still serves the topics");
 ABSL_FLAG(int, append_timeout_ms, Millis(kDefaults.append_timeout),
           "An append not acknowledged by Kafka in this time fails with UNAVAILABLE (at most "
           "30000)");
@@ -131,6 +134,7 @@ absl::StatusOr<ServerOptions> ServerOptionsFromFlags(
   o.max_record_bytes = absl::GetFlag(FLAGS_max_record_bytes);
   o.producers = absl::GetFlag(FLAGS_producers);
   o.slot_flushes_in_flight = absl::GetFlag(FLAGS_slot_flushes_in_flight);
+  o.packed_records = absl::GetFlag(FLAGS_packed_records);
   o.append_timeout = milliseconds(absl::GetFlag(FLAGS_append_timeout_ms));
   o.admin_timeout = milliseconds(absl::GetFlag(FLAGS_admin_timeout_ms));
   o.slow_append = milliseconds(absl::GetFlag(FLAGS_slow_append_ms));

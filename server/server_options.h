@@ -34,6 +34,7 @@ struct ServerOptions {
   uint64_t max_record_bytes = WriterOptions().max_record_bytes;
   int producers = WriterOptions().producers;
   int slot_flushes_in_flight = WriterOptions().slot_flushes_in_flight;
+  bool packed_records = WriterOptions().packed_records;
   std::chrono::milliseconds append_timeout = WriterOptions().append_timeout;
   std::chrono::milliseconds admin_timeout = ServiceOptions().admin_timeout;
   // An append stage slower than this is logged; zero: none.

@@ -204,6 +204,7 @@ absl::Status WalCore::StartWriter(const ServerOptions& o) {
   WriterOptions writer_options;
   writer_options.producers = o.producers;
   writer_options.slot_flushes_in_flight = o.slot_flushes_in_flight;
+  writer_options.packed_records = o.packed_records;
   writer_options.max_record_bytes = o.max_record_bytes;
   writer_options.append_timeout = o.append_timeout;
   for (int t = 0; t < o.topic_count; ++t) {

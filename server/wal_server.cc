@@ -483,6 +483,8 @@ void WalServer::AddCollectors() {
                p->queue_length());
       WriteKafkaStats(p->name(), p->stats_json(), w);
     }
+    w.Sample("walserver_packed_records_total", {}, static_cast<double>(writer->packed_records()));
+    w.Sample("walserver_packed_entries_total", {}, static_cast<double>(writer->packed_entries()));
   });
 }
 

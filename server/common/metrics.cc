@@ -95,6 +95,11 @@ constexpr Family kFamilies[] = {
      "--prune_interval_ms=0): truncated records stay in Kafka."},
     {"walserver_kafka_producer_queue_messages", "gauge",
      "Messages and requests in a producer's librdkafka queues."},
+    {"walserver_packed_records_total", "counter",
+     "Kafka records produced that carry the entries of several namespaces (group commit)."},
+    {"walserver_packed_entries_total", "counter",
+     "Entries (and fences) produced in packed records; over walserver_packed_records_total, "
+     "the entries one record carried on average."},
     {"walserver_kafka_broker_up", "gauge",
      "1 if the client's connection to the broker is up, from librdkafka statistics."},
     {"walserver_kafka_tx_bytes_total", "counter", "Bytes sent to Kafka brokers (librdkafka)."},

@@ -37,7 +37,7 @@ class EntryWriter::Call {
   // `n` records will not be reported (never sent), or Append is done queueing.
   void RecordsDone(int n) {
     if (pending_.fetch_sub(n) == n) {
-      Finish(first_error());
+      Finish(Settled(first_error()));
       Unref();
     }
   }
@@ -84,6 +84,16 @@ class EntryWriter::Call {
   absl::Status first_error() {
     std::lock_guard<std::mutex> lock(mu_);
     return error_;
+  }
+
+  // RESOURCE_EXHAUSTED promises that nothing was written; once some records of the call went
+  // out (in any slot, also after the refusal), the caller can only be told to retry with its
+  // sequences. Decided when every record is settled.
+  absl::Status Settled(absl::Status status) const {
+    if (!absl::IsResourceExhausted(status) || !produced.load()) return status;
+    return absl::UnavailableError(absl::StrCat(
+        status.message(),
+        "; part of the append may have been written, retry it with the same sequences"));
   }
 
   EntryWriter* writer_;
@@ -252,7 +262,8 @@ void EntryWriter::Append(std::vector<AppendItem> items, Clock::time_point deadli
         part.call = call;
         part.item = static_cast<uint32_t>(i);
         part.first_of_entry = r == first_record[i];
-        part.packable = records == 1 && values[r].size() <= packable_bytes;
+        part.packable =
+            options_.packed_records && records == 1 && values[r].size() <= packable_bytes;
         part.namespace_id = items[i].namespace_id;
         part.record = values[r];
         if (failing_.load()) {
@@ -282,9 +293,17 @@ std::vector<std::vector<EntryWriter::Part>> EntryWriter::Pack(
   std::vector<size_t> bytes;  // of each pack's record
   // The first pack a namespace's next part may join: after the one holding its previous part.
   std::unordered_map<uint64_t, size_t> next_pack_of;
+  // Packs before this one have no room for any part: no search starts before it.
+  size_t first_open = 0;
+  constexpr size_t kSmallestPart = kPackedDirectoryEntryBytes + kRecordHeaderBytes;
   for (auto part = begin; part != end; ++part) {
     const size_t need = kPackedDirectoryEntryBytes + part->record.size();
+    while (first_open < packs.size() &&
+           bytes[first_open] + kSmallestPart > options_.max_record_bytes) {
+      ++first_open;
+    }
     size_t& at = next_pack_of[part->namespace_id];
+    at = std::max(at, first_open);
     while (at < packs.size() && bytes[at] + need > options_.max_record_bytes) ++at;
     if (at == packs.size()) {
       packs.emplace_back();
@@ -334,10 +353,12 @@ void EntryWriter::Flush(ProducerSlot& owner, const Slot& slot, SlotQueue& queue,
       for (const Part& part : o->parts) failed->push_back({part, refused});
       continue;
     }
-    std::string key;
+    std::string key_bytes;
+    std::string_view key;  // none for a packed record
     std::string_view value;
     if (o->parts.size() == 1) {
-      key = EncodeKey(o->parts[0].namespace_id);
+      key_bytes = EncodeKey(o->parts[0].namespace_id);
+      key = key_bytes;
       value = o->parts[0].record;
     } else {
       std::vector<PackedPart> packed;
@@ -396,16 +417,7 @@ void EntryWriter::OnOutgoing(Outgoing* o, const Delivery& delivery) {
 
 void EntryWriter::FailParts(std::vector<Failed> failed) {
   for (Failed& f : failed) {
-    absl::Status status = std::move(f.status);
-    // RESOURCE_EXHAUSTED promises that nothing was written; once some records of the call are
-    // on their way, the caller can only be told to retry with its sequences.
-    if (absl::IsResourceExhausted(status) && f.part.call->produced.load()) {
-      status = absl::UnavailableError(
-          absl::StrCat(status.message(),
-                       "; part of the append may have been written, retry it with the same "
-                       "sequences"));
-    }
-    f.part.call->Fail(std::move(status));
+    f.part.call->Fail(std::move(f.status));
     f.part.call->RecordsDone(1);
   }
 }

@@ -51,6 +51,9 @@ struct WriterOptions {
   int slot_flushes_in_flight = 4;
   // Entries whose record is larger than this go as records of their own, never packed.
   size_t max_packed_entry_bytes = 64 * 1024;
+  // False: every entry is a record of its own (format 1), for a rolling upgrade from a
+  // walserver that cannot read packed records (it would skip their entries).
+  bool packed_records = true;
 };
 
 struct AppendItem {

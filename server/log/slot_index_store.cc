@@ -15,7 +15,9 @@ namespace wal {
 namespace {
 
 // The first byte of every saved index; another value is a format this version cannot read.
-constexpr uint8_t kFormat = 1;
+// 2: saved by servers that read packed records (format 1's savers skipped them, so their
+// indexes may lack the namespaces of packed records).
+constexpr uint8_t kFormat = 2;
 
 void PutVarint(std::string* out, uint64_t v) {
   while (v >= 0x80) {

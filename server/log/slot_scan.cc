@@ -258,6 +258,9 @@ void SlotScan::OnRecord(const rd_kafka_message_t& msg) {
   } else {
     ++context_->records_skipped;  // not written by walserver
   }
+  // Only between Kafka records: the index takes this offset as covered, so every part of a
+  // packed record must be in seen_ first.
+  if (index_ != nullptr && seen_.size() >= kRecordEvery) RecordCovered();
   // Members at their end finish now; the others hear of cancellation and deadlines, and send
   // what they have, every kMemberCheckInterval even while records keep coming.
   const bool check_all = Clock::now() - last_member_check_ > kMemberCheckInterval;
@@ -273,10 +276,7 @@ void SlotScan::OnRecord(const rd_kafka_message_t& msg) {
 }
 
 void SlotScan::OnNamespaceRecord(int64_t offset, uint64_t namespace_id, std::string_view value) {
-  if (index_ != nullptr) {
-    seen_.push_back(SlotIndex::Seen{namespace_id, offset});
-    if (seen_.size() >= kRecordEvery) RecordCovered();
-  }
+  if (index_ != nullptr) seen_.push_back(SlotIndex::Seen{namespace_id, offset});
   auto it = by_namespace_.find(namespace_id);
   if (it == by_namespace_.end()) return;
   bool full = false;

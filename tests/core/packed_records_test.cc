@@ -5,9 +5,13 @@
 // The entries of one Append for one slot are queued together and leave as one group, so a single
 // call packs them whatever Kafka's timing: these tests do not depend on what gathers in flight.
 #include <algorithm>
+#include <functional>
+#include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "tests/core/core_fixture.h"
 
 namespace wal::testing {
@@ -159,40 +163,81 @@ TEST_F(Packed, ARetriedCopyInAnotherPackedRecordIsReadOnce) {
   EXPECT_EQ(Read(b), (Strings{"b1", "b2", "b3"}));
 }
 
-// Entries of many callers at once: whatever gathered while a group was in flight leaves packed,
-// and every namespace reads back exactly what it was acknowledged, in order.
+// Entries of many callers at once, two callers per namespace, through a writer that keeps one
+// group per slot in flight: what gathered meanwhile leaves packed, and every namespace reads back
+// each caller's entries in its order, at the ids they were acknowledged with.
 TEST_F(Packed, ConcurrentCallersGatherAndEveryEntryReadsBackOnce) {
-  const std::vector<uint64_t> ns = InOneSlot(110, 8);
-  ASSERT_EQ(ns.size(), 8u);
+  const std::vector<uint64_t> ns = InOneSlot(110, 4);
+  ASSERT_EQ(ns.size(), 4u);
+  WriterOptions options;
+  options.producers = 1;
+  options.max_record_bytes = kMaxRecordBytes;
+  options.topics = {topic()};
+  options.slot_flushes_in_flight = 1;
+  auto writer = EntryWriter::Create(properties(), options, "gathering");
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  constexpr int kCallers = 8;
   constexpr int kCalls = 40;
   std::vector<std::thread> callers;
-  std::vector<std::vector<std::string>> acknowledged(ns.size());
-  std::vector<std::vector<uint64_t>> acknowledged_ids(ns.size());
-  for (size_t i = 0; i < ns.size(); ++i) {
-    callers.emplace_back([&, i] {
+  std::vector<std::vector<uint64_t>> acknowledged(kCallers);  // ids, by caller, in call order
+  for (int c = 0; c < kCallers; ++c) {
+    callers.emplace_back([&, c] {
       for (int call = 0; call < kCalls; ++call) {
-        const std::string data = absl::StrCat("ns", ns[i], "-", call);
-        auto ids = Append({Item(ns[i], data, EntryStamp{0, 1, static_cast<uint64_t>(call + 1)})});
-        if (!ids.ok()) continue;  // its outcome is unknown: the read decides
-        acknowledged[i].push_back(data);
-        acknowledged_ids[i].push_back((*ids)[0]);
+        std::promise<absl::StatusOr<std::vector<uint64_t>>> done;
+        const std::string data = absl::StrCat("caller", c, "-", call);
+        (*writer)->Append(
+            {Item(ns[c % ns.size()], data)}, Deadline(),
+            [&done](absl::StatusOr<std::vector<uint64_t>> ids) { done.set_value(std::move(ids)); });
+        auto ids = done.get_future().get();
+        EXPECT_TRUE(ids.ok()) << ids.status();
+        if (ids.ok()) acknowledged[c].push_back((*ids)[0]);
       }
     });
   }
   for (std::thread& t : callers) t.join();
-  for (size_t i = 0; i < ns.size(); ++i) {
+  EXPECT_GT((*writer)->packed_records(), 0u) << "nothing gathered behind a group in flight";
+  for (size_t n = 0; n < ns.size(); ++n) {
     std::vector<uint64_t> ids;
-    const Strings read = Read(ns[i], 0, &ids);
-    EXPECT_TRUE(std::is_sorted(ids.begin(), ids.end()));
-    EXPECT_EQ(std::adjacent_find(ids.begin(), ids.end()), ids.end()) << "two entries, one id";
-    // Every acknowledged entry is read, at the id it was acknowledged with.
-    for (size_t k = 0; k < acknowledged[i].size(); ++k) {
-      auto at = std::find(read.begin(), read.end(), acknowledged[i][k]);
-      ASSERT_NE(at, read.end()) << acknowledged[i][k];
-      EXPECT_EQ(ids[at - read.begin()], acknowledged_ids[i][k]);
+    const Strings read = Read(ns[n], 0, &ids);
+    ASSERT_EQ(read.size(), 2u * kCalls);
+    EXPECT_EQ(std::adjacent_find(ids.begin(), ids.end(), std::greater_equal<uint64_t>()), ids.end())
+        << "ids must increase";
+    for (int c = static_cast<int>(n); c < kCallers; c += static_cast<int>(ns.size())) {
+      // This caller's entries, in the order it appended them, at their acknowledged ids.
+      std::vector<uint64_t> its_ids;
+      for (size_t k = 0; k < read.size(); ++k) {
+        if (absl::StartsWith(read[k], absl::StrCat("caller", c, "-"))) its_ids.push_back(ids[k]);
+      }
+      EXPECT_EQ(its_ids, acknowledged[c]) << "caller " << c;
+      for (size_t k = 0, call = 0; k < read.size(); ++k) {
+        if (absl::StartsWith(read[k], absl::StrCat("caller", c, "-"))) {
+          EXPECT_EQ(read[k], absl::StrCat("caller", c, "-", call++));
+        }
+      }
     }
-    EXPECT_EQ(read.size(), static_cast<size_t>(kCalls));
   }
+}
+
+// --packed_records=false, for a rolling upgrade from a walserver that cannot read them: every
+// entry is a record of its own, even in one call.
+TEST_F(Packed, WithPackingOffEveryEntryIsARecordOfItsOwn) {
+  const std::vector<uint64_t> ns = InOneSlot(150, 2);
+  ASSERT_EQ(ns.size(), 2u);
+  WriterOptions options;
+  options.max_record_bytes = kMaxRecordBytes;
+  options.topics = {topic()};
+  options.packed_records = false;
+  auto writer = EntryWriter::Create(properties(), options, "unpacked");
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  std::promise<absl::StatusOr<std::vector<uint64_t>>> done;
+  (*writer)->Append(
+      {Item(ns[0], "a"), Item(ns[1], "b")}, Deadline(),
+      [&done](absl::StatusOr<std::vector<uint64_t>> ids) { done.set_value(std::move(ids)); });
+  auto ids = done.get_future().get();
+  ASSERT_TRUE(ids.ok()) << ids.status();
+  EXPECT_EQ((*ids)[1], (*ids)[0] + 1);
+  EXPECT_EQ((*writer)->packed_records(), 0u);
+  EXPECT_EQ(Read(ns[1]), (Strings{"b"}));
 }
 
 }  // namespace

@@ -27,9 +27,17 @@ using Fences = std::map<int64_t, uint64_t>;
 
 Fences FencesOf(const std::vector<RawRecord>& slot, uint64_t ns) {
   Fences fences;
+  std::vector<PackedPart> parts;
   for (const RawRecord& r : slot) {
-    if (DecodeKey(r.key.data(), r.key.size()) != ns) continue;
-    auto decoded = DecodeRecord(r.value);
+    std::string_view record;  // the namespace's record at this offset, if any
+    if (DecodeKey(r.key.data(), r.key.size()) == ns) {
+      record = r.value;
+    } else if (DecodePacked(r.value, &parts).ok()) {
+      for (const PackedPart& part : parts) {
+        if (part.namespace_id == ns) record = part.record;
+      }
+    }
+    auto decoded = DecodeRecord(record);
     if (decoded.ok() && decoded->header.kind == RecordKind::kFence) {
       fences[r.offset] = decoded->header.stamp.epoch;
     }

@@ -157,6 +157,20 @@ class SlotScanTest : public ::testing::Test {
     return host_.records.size() - 1;
   }
   void AppendForeign() { host_.records.push_back({"abc", "not a walserver record"}); }
+  // Appends one packed record of an entry of each of `entries` (namespace, data); returns its id.
+  uint64_t AppendPacked(const std::vector<std::pair<uint64_t, std::string>>& entries) {
+    std::vector<std::string> records;
+    records.reserve(entries.size());
+    std::vector<PackedPart> parts;
+    for (const auto& [ns, data] : entries) {
+      records.push_back(EncodeEntry(data, ++nonce_, 1 << 20)[0]);
+      parts.push_back({ns, records.back()});
+    }
+    std::string value(PackedRecordBytes(parts), '\0');
+    EncodePackedTo(parts, value.data());
+    host_.records.push_back({"", std::move(value)});
+    return host_.records.size() - 1;
+  }
 
   // A read of `ns` from `start` to the slot's end as it is now (or following), delivering to
   // `sink` on a thread of its own. A read taken off its scan rejoins a scan of its own, as
@@ -649,6 +663,33 @@ TEST_F(SlotScanTest, ASmallNamespaceBehindAnotherOnesRecordsCostsOnlyItsOwnOnceI
   // Three records of its own, and the ones within kJoinGap of them that a run may hold.
   EXPECT_LE(metrics_.read_scanned_bytes.load() - scanned_before, 3 * 200u);
   EXPECT_EQ(metrics_.read_index_skips.load(), 2u) << "past the other's two runs";
+}
+
+// A scan tells the index what it saw every 4096 namespace records; a packed record straddling
+// that count must be told whole. Here the 4096th is the 38th of the 100 in packed record 41, and
+// the sparse namespace's entry comes after it: told only in part, the index would let a read of
+// the sparse namespace skip from 0 past it, to its next entry.
+TEST_F(SlotScanTest, TheIndexLearnsEveryNamespaceOfAPackedRecordThatStraddlesAReport) {
+  context_.options.index_min_skip_bytes = 0;
+  constexpr uint64_t kSparse = 500;
+  std::vector<std::pair<uint64_t, std::string>> dense;
+  for (uint64_t ns = 1; ns <= 99; ++ns) dense.emplace_back(ns, "d");
+  for (int i = 0; i <= 40; ++i) AppendPacked(dense);  // 41 x 99 = 4059 namespace records
+  auto with_sparse = dense;
+  with_sparse.emplace_back(kSparse, "sparse first");
+  AppendPacked(with_sparse);
+  for (int i = 0; i < 100; ++i) Append(2, "d");
+  Append(kSparse, "sparse last");
+  auto full = std::make_shared<RecordingSink>();
+  RunScan({Read(2, 0, full)});  // indexes the slot
+  ASSERT_EQ(full->WaitFinished(seconds(10)), absl::OkStatus());
+  EXPECT_EQ(full->entries().size(), 142u);
+
+  auto sink = std::make_shared<RecordingSink>();
+  RunScan({Read(kSparse, 0, sink)});
+  ASSERT_EQ(sink->WaitFinished(seconds(10)), absl::OkStatus());
+  EXPECT_EQ(sink->data(), (std::vector<std::string>{"sparse first", "sparse last"}));
+  EXPECT_EQ(metrics_.read_index_skips.load(), 1u) << "past namespace 2's run only";
 }
 
 TEST_F(SlotScanTest, AScanBegunBeforeTheTopicWasMadeAgainTellsTheIndexNothing) {
