@@ -106,9 +106,12 @@ TEST(SlotIndexStore, DamagedOrForeignBytesAreNeverUsed) {
     EXPECT_FALSE(DecodeSnapshot(bytes.substr(0, n)).has_value()) << n << " bytes";
   }
   EXPECT_FALSE(DecodeSnapshot(bytes + "x").has_value()) << "bytes past the end";
-  std::string other_format = bytes;
-  other_format[0] = 2;
-  EXPECT_FALSE(DecodeSnapshot(other_format).has_value()) << "a format this version does not know";
+  // Format 1 was saved by servers that skipped packed records; 3 is a format yet to come.
+  for (const char format : {1, 3}) {
+    std::string other_format = bytes;
+    other_format[0] = format;
+    EXPECT_FALSE(DecodeSnapshot(other_format).has_value()) << "format " << int{format};
+  }
   // Stretches that touch (an index joins them) or are empty are not an index's.
   SlotIndex::Snapshot odd = *saved.TakeSnapshot();
   odd.stretches = {{0, 10}, {10, 20}};
