@@ -11,14 +11,14 @@ require_kafka
 : "${WAL_TEST_BROKER_PID:?pid of the broker at WAL_TEST_BROKERS}"
 "$WALPEER" --brokers="$WAL_TEST_BROKERS" --walserver="$WALSERVER" --smoke --csv="$work/peer.csv" \
   --broker_pid="$WAL_TEST_BROKER_PID" | tee "$work/peer.txt" || fail "walpeer failed"
-# One line per path of batched and single, each with CPU the broker spent on it.
+# One line per path of regions, batched and single, each with CPU the broker spent on it.
 [[ $(grep -E "broker CPU [0-9.]+ s/GB, path and broker [0-9.]+ s/GB" "$work/peer.txt" |
-  grep -cv "broker CPU 0.00 ") -eq 6 ]] ||
-  fail "walpeer did not report the broker's CPU for each path of batched and single"
+  grep -cv "broker CPU 0.00 ") -eq 9 ]] ||
+  fail "walpeer did not report the broker's CPU for each path of regions, batched and single"
 python3 - "$work/peer.csv" <<'PY' || fail "walpeer rows missing or without figures"
 import csv, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
-want = {(m, p) for m in ("batched", "single", "latency-p99")
+want = {(m, p) for m in ("regions", "batched", "single", "latency-p99")
         for p in ("rskafka", "rskafka+worker", "walserver")}
 want |= {("replay", "rskafka"), ("replay", "walserver")}
 have = {(r["mode"], r["path"]) for r in rows if float(r["value"]) > 0}
