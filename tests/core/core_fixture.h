@@ -103,12 +103,26 @@ class Core : public ::testing::Test {
     return created->first;
   }
 
-  absl::StatusOr<std::vector<uint64_t>> Append(std::vector<AppendItem> items) {
+  // Appends through `writer` (the core's when null) and waits for the answer.
+  absl::StatusOr<std::vector<uint64_t>> Append(std::vector<AppendItem> items,
+                                               EntryWriter* writer = nullptr) {
     std::promise<absl::StatusOr<std::vector<uint64_t>>> done;
-    writer_->Append(
-        std::move(items), Deadline(),
-        [&done](absl::StatusOr<std::vector<uint64_t>> ids) { done.set_value(std::move(ids)); });
+    (writer != nullptr ? writer : writer_)
+        ->Append(std::move(items), Deadline(), [&done](absl::StatusOr<std::vector<uint64_t>> ids) {
+          done.set_value(std::move(ids));
+        });
     return done.get_future().get();
+  }
+
+  // A writer of one producer on the core's topic whose slots keep one group in flight, so that
+  // entries gather behind it (log/entry_writer.h).
+  absl::StatusOr<std::unique_ptr<EntryWriter>> OneGroupPerSlotWriter(const std::string& name) {
+    WriterOptions options;
+    options.producers = 1;
+    options.max_record_bytes = kMaxRecordBytes;
+    options.topics = {topic()};
+    options.slot_flushes_in_flight = 1;
+    return EntryWriter::Create(properties(), options, name);
   }
 
   // Creates namespaces first_id.. first_id+3 and returns two of them that share a slot.
