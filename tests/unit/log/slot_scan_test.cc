@@ -527,19 +527,29 @@ TEST_F(SlotScanTest, PrunedRecordsAreSkippedWithoutAnError) {
 
 // A slot as writers leave it: namespaces in bursts and trickles, entries split into records
 // that interleave with other namespaces' records, retried copies, fences of a new epoch, and
-// records walserver did not write.
-void FillSlotAtRandom(std::mt19937* random, std::vector<FakeRecord>* records) {
+// records walserver did not write. With `packed`, runs of whole entries and fences of different
+// namespaces are packed into shared records, as group commit leaves them.
+void FillSlotAtRandom(std::mt19937* random, std::vector<FakeRecord>* records, bool packed) {
   constexpr uint64_t kNamespaces = 12;
   std::vector<std::vector<std::string>> unsent_chunks(kNamespaces + 1);
   std::vector<uint64_t> epoch(kNamespaces + 1, 1), sequence(kNamespaces + 1, 0);
   std::vector<std::pair<std::string, EntryStamp>> last_entry(kNamespaces + 1);
+  // What the writers produced, in order: the namespace (0: not walserver's), the format-1
+  // record, and whether it is a whole entry or a fence (which group commit may pack).
+  struct Written {
+    uint64_t ns;
+    std::string record;
+    bool packable;
+  };
+  std::vector<Written> written;
+  std::vector<bool> split(kNamespaces + 1, false);
   uint64_t nonce = 0;
   uint64_t burst_of = 1;
   int burst_left = 0;
   auto pick = [&](uint64_t n) {
     return std::uniform_int_distribution<uint64_t>(0, n - 1)(*random);
   };
-  while (records->size() < 6000) {
+  while (written.size() < 6000) {
     if (burst_left == 0) {  // a namespace writes alone for a while, or all trickle together
       burst_of = pick(kNamespaces) + 1;
       burst_left = static_cast<int>(pick(3) == 0 ? pick(1500) : pick(20));
@@ -547,7 +557,7 @@ void FillSlotAtRandom(std::mt19937* random, std::vector<FakeRecord>* records) {
     --burst_left;
     const uint64_t ns = pick(20) == 0 ? pick(kNamespaces) + 1 : burst_of;
     if (pick(200) == 0) {
-      records->push_back({"abc", "not a walserver record"});
+      written.push_back({0, "not a walserver record", false});
       continue;
     }
     std::vector<std::string>& chunks = unsent_chunks[ns];
@@ -555,7 +565,7 @@ void FillSlotAtRandom(std::mt19937* random, std::vector<FakeRecord>* records) {
       const uint64_t what = pick(100);
       if (what == 0) {
         ++epoch[ns];
-        records->push_back({EncodeKey(ns), EncodeFence(epoch[ns])});
+        written.push_back({ns, EncodeFence(epoch[ns]), true});
         continue;
       }
       if (what < 3 && !last_entry[ns].first.empty()) {  // a retried copy of the last entry
@@ -568,26 +578,57 @@ void FillSlotAtRandom(std::mt19937* random, std::vector<FakeRecord>* records) {
         last_entry[ns] = {data, stamp};
         chunks = EncodeEntry(data, ++nonce, 64, stamp);
       }
+      split[ns] = chunks.size() > 1;
       std::reverse(chunks.begin(), chunks.end());  // taken from the back
     }
-    records->push_back({EncodeKey(ns), std::move(chunks.back())});
+    written.push_back({ns, std::move(chunks.back()), !split[ns]});
     chunks.pop_back();
   }
+  // A packed record takes the place of a run of packable records of different namespaces, so
+  // every namespace's records keep their order.
+  std::vector<PackedPart> run;
+  auto flush = [&] {
+    if (run.size() == 1)
+      records->push_back({EncodeKey(run[0].namespace_id), std::string(run[0].record)});
+    if (run.size() > 1) {
+      std::string value(PackedRecordBytes(run), '\0');
+      EncodePackedTo(run, value.data());
+      records->push_back({"", std::move(value)});
+    }
+    run.clear();
+  };
+  size_t run_limit = 1;
+  for (const Written& w : written) {
+    const bool joins = packed && w.packable &&
+                       std::none_of(run.begin(), run.end(),
+                                    [&](const PackedPart& p) { return p.namespace_id == w.ns; });
+    if (!joins || run.size() >= run_limit) {
+      flush();
+      run_limit = packed ? 1 + pick(8) : 1;
+    }
+    if (packed && w.packable) {
+      run.push_back({w.ns, w.record});
+    } else {
+      records->push_back({w.ns == 0 ? "abc" : EncodeKey(w.ns), w.record});
+    }
+  }
+  flush();
 }
 
 TEST_F(SlotScanTest, ReadsThroughTheIndexGetExactlyWhatFullScansGet) {
   // Reads of every namespace (and of some never written) from random starts, first each alone
   // with the index off, then in groups sharing scans with it on, as the index fills from their
   // own scans. Any difference is a record the index hid or a skip that lost one.
-  for (const uint32_t seed : {1u, 2u, 3u}) {
-    SCOPED_TRACE("seed " + std::to_string(seed));
+  for (const uint32_t seed : {1u, 2u, 3u, 4u, 5u, 6u}) {
+    const bool packed = seed > 3;
+    SCOPED_TRACE("seed " + std::to_string(seed) + (packed ? ", packed" : ""));
     std::mt19937 random(seed);
     host_.records.clear();
     // A new slot's records: what the index knew of the last one is gone, once no scan of the
     // last one is left to tell it more.
     JoinThreads();
     context_.slot_indexes.Of(slot_).LogWentBack();
-    FillSlotAtRandom(&random, &host_.records);
+    FillSlotAtRandom(&random, &host_.records, packed);
     const auto size = static_cast<int64_t>(host_.records.size());
     struct Case {
       uint64_t ns;
