@@ -18,7 +18,7 @@ require_kafka
 python3 - "$work/peer.csv" <<'PY' || fail "walpeer rows missing or without figures"
 import csv, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
-want = {(m, p) for m in ("regions", "batched", "single", "latency-p99")
+want = {(m, p) for m in ("regions", "batched", "single", "latency-p99", "regions-latency-p99")
         for p in ("rskafka", "rskafka+worker", "walserver")}
 want |= {("replay", "rskafka"), ("replay", "walserver")}
 have = {(r["mode"], r["path"]) for r in rows if float(r["value"]) > 0}

@@ -18,7 +18,9 @@
 //!   batched  `--callers` closed-loop callers, `--batch` entries per call
 //!   single   `--single_callers` closed-loop callers, one entry per call
 //!   latency  open loop at `--latency_load` times walserver's single-entry rate (measured first
-//!            in the same run), one entry per call: p50, p99, max, calls over 20 ms
+//!            in the same run), one entry per call: p50, p99, max, calls over 20 ms; after
+//!            regions in the same run, also its write batch at that share of walserver's
+//!            regions rate (`regions-latency`)
 //!   replay   `--replay_mib` MiB of one region read back: walclient `Read` of one namespace
 //!            against an rskafka fetch loop over a topic holding the same entries
 //! CPU is per process (the peer, plus walserver on its path), in seconds per GB appended.
@@ -294,6 +296,7 @@ impl Bench {
     async fn run_modes(&mut self) -> Result<(), String> {
         let modes = self.args.modes.clone();
         let mut single_walserver_rate = None;
+        let mut regions_walserver_rate = None;
         for mode in &modes {
             match mode.as_str() {
                 "regions" => {
@@ -301,7 +304,8 @@ impl Bench {
                         regions: self.args.regions,
                         per_call: self.args.regions_per_call,
                     };
-                    self.closed_loop("regions", self.args.region_callers, load).await?;
+                    regions_walserver_rate =
+                        Some(self.closed_loop("regions", self.args.region_callers, load).await?);
                 }
                 "batched" => {
                     let load = Load::OneRegion { batch: self.args.batch };
@@ -321,7 +325,16 @@ impl Bench {
                                 .await?
                         }
                     };
-                    self.latency(max * self.args.latency_load).await?;
+                    let one = Load::OneRegion { batch: 1 };
+                    self.latency("latency", one, max * self.args.latency_load).await?;
+                    // The datanode's write batch at the same share of walserver's maximum, if
+                    // regions measured it: calls of one entry for each of regions_per_call.
+                    if let Some(entries_per_s) = regions_walserver_rate {
+                        let per_call = self.args.regions_per_call;
+                        let load = Load::Regions { regions: self.args.regions, per_call };
+                        let calls_per_s = entries_per_s * self.args.latency_load / per_call as f64;
+                        self.latency("regions-latency", load, calls_per_s).await?;
+                    }
                 }
                 "replay" => self.replay().await?,
                 other => unreachable!("parse_args checked mode {other}"),
@@ -470,12 +483,19 @@ impl Bench {
         }
     }
 
-    /// Open loop: one entry every 1/rate s whatever the answers, spread over the regions; a
-    /// call's latency counts from when it was due, so a stall is not hidden by the calls it held
+    /// Open loop: one call every 1/rate s whatever the answers (one entry, spread over the
+    /// regions, or one write batch of `load`); a call's latency counts from when it was due, so a stall is not hidden by the calls it held
     /// back. tokio's timer ticks every millisecond: the calls due within one leave together, and
     /// each counts up to 1 ms (0.5 ms on average) of waiting for its tick, on every path alike.
-    async fn latency(&mut self, rate: f64) -> Result<(), String> {
-        println!("\nlatency: open loop at {rate:.0} entries/s, one entry per call");
+    async fn latency(&mut self, mode: &str, load: Load, rate: f64) -> Result<(), String> {
+        let per_call = match load {
+            Load::OneRegion { batch } => batch,
+            Load::Regions { per_call, .. } => per_call,
+        };
+        println!(
+            "\n{mode}: open loop at {rate:.0} calls/s, {per_call} entr{} per call",
+            if per_call == 1 { "y" } else { "ies" }
+        );
         println!(
             "  {:<28} {:>8} {:>8} {:>8} {:>9} {:>12}",
             "path", "round", "p50 ms", "p99 ms", "max ms", "over 20 ms"
@@ -492,9 +512,19 @@ impl Bench {
                     let due = started + Duration::from_secs_f64(k as f64 / rate);
                     tokio::time::sleep_until(due).await;
                     let sink = Arc::clone(&sink);
-                    let entry = [self.entries[k % self.entries.len()].clone()];
+                    let entries: Vec<Bytes> = (0..per_call)
+                        .map(|i| self.entries[(k + i) % self.entries.len()].clone())
+                        .collect();
                     tasks.spawn(async move {
-                        sink.append(k % regions, &entry).await?;
+                        match load {
+                            Load::OneRegion { .. } => sink.append(k % regions, &entries).await?,
+                            Load::Regions { regions, per_call } => {
+                                let first = splitmix64(k as u64) as usize;
+                                let picked: Vec<usize> =
+                                    (0..per_call).map(|i| (first + i) % regions).collect();
+                                sink.append_regions(&picked, &entries).await?
+                            }
+                        }
                         Ok::<f64, String>(due.elapsed().as_secs_f64() * 1e3)
                     });
                 }
@@ -502,7 +532,7 @@ impl Bench {
                 while let Some(done) = tasks.join_next().await {
                     ms.push(done.map_err(|e| e.to_string())??);
                 }
-                let gb = (calls * self.args.entry_bytes) as f64 / 1e9;
+                let gb = (calls * per_call * self.args.entry_bytes) as f64 / 1e9;
                 let cpu_per_gb = (self.cpu(path) - cpu0) / gb;
                 let p = Percentiles::new(ms);
                 println!(
@@ -514,9 +544,9 @@ impl Bench {
                     p.max(),
                     p.count_over(20.0)
                 );
-                self.record("latency-p50", path, round, p.at(0.5), "ms", cpu_per_gb);
-                self.record("latency-p99", path, round, p.at(0.99), "ms", cpu_per_gb);
-                self.record("latency-max", path, round, p.max(), "ms", cpu_per_gb);
+                self.record(&format!("{mode}-p50"), path, round, p.at(0.5), "ms", cpu_per_gb);
+                self.record(&format!("{mode}-p99"), path, round, p.at(0.99), "ms", cpu_per_gb);
+                self.record(&format!("{mode}-max"), path, round, p.max(), "ms", cpu_per_gb);
             }
         }
         Ok(())
