@@ -1,4 +1,5 @@
-// The append modes (throughput, single, latency), each against the same work produced to Kafka.
+// The append modes (regions, throughput, single, latency), each against the same work produced
+// to Kafka.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -22,6 +23,79 @@
 #include "server/log/record_format.h"
 
 namespace walbench {
+
+namespace {
+
+// The regions mode's namespaces, above the sweep's (1,000,000 and up).
+constexpr uint64_t kFirstRegion = 3000000;
+
+// splitmix64's finalizer: the first region of each call, well mixed.
+uint64_t Mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15u;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9u;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebu;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+void Bench::Regions() {
+  const int regions = absl::GetFlag(FLAGS_regions);
+  const int per_call = std::min(absl::GetFlag(FLAGS_regions_per_call), regions);
+  const int callers = absl::GetFlag(FLAGS_region_callers);
+  std::vector<wal::v1::Namespace> region_ns;
+  for (int r = 0; r < regions; ++r) {
+    auto created = client->CreateNamespace(kFirstRegion + r);
+    Must(created.status(), "create a region");
+    region_ns.push_back(created->ns);
+  }
+  // Call k of caller t writes regions first, first + 1, ... (mod regions).
+  auto first_region = [&](int t, uint64_t k) {
+    return static_cast<int>(Mix(static_cast<uint64_t>(t) << 32 | k) % regions);
+  };
+  const std::string record = wal::EncodeEntry(payload, 1, 1000000).front();
+  std::vector<std::unique_ptr<BatchWait>> waits;
+  for (int t = 0; t < callers; ++t) waits.push_back(std::make_unique<BatchWait>());
+  std::vector<uint64_t> calls(callers, 0);  // each caller's own count
+  std::vector<Row> service, direct_rows;
+  for (int run = 0; run < runs; ++run) {
+    service.push_back(
+        ClosedLoop("regions", "service", callers, server.pid(), payload.size(), [&](int t) {
+          wal::v1::AppendRequest request;
+          const int first = first_region(t, calls[t]++);
+          for (int i = 0; i < per_call; ++i) {
+            auto* e = request.add_entries();
+            e->set_namespace_id(kFirstRegion + (first + i) % regions);
+            e->set_data(payload);
+          }
+          return client->Append(std::move(request)).ok() ? static_cast<uint64_t>(per_call) : 0;
+        }));
+    // The same records produced to each region's slot, with its key: the call is done when
+    // Kafka acknowledged them all.
+    direct_rows.push_back(
+        ClosedLoop("regions", "direct", callers, server.pid(), payload.size(), [&](int t) {
+          const int first = first_region(t, calls[t]++);
+          waits[t]->Expect(per_call);
+          for (int i = 0; i < per_call; ++i) {
+            const int r = (first + i) % regions;
+            const wal::v1::Namespace& ns = region_ns[r];
+            while (!direct.get()
+                        .Produce(ns.topic(), ns.partition(), wal::EncodeKey(kFirstRegion + r),
+                                 record, waits[t].get())
+                        .ok()) {
+              std::this_thread::sleep_for(std::chrono::microseconds(100));
+            }
+          }
+          return waits[t]->Wait() == 0 ? static_cast<uint64_t>(per_call) : 0;
+        }));
+  }
+  Row s = Median(service), d = Median(direct_rows);
+  s.parameter = d.parameter = absl::StrCat(callers, "x", per_call, " of ", regions);
+  Emit(s);
+  Emit(d);
+  EmitRatio("regions", "ratio service/direct", s.parameter, s.entries_per_s / d.entries_per_s);
+  EmitRatio("regions", "ratio cpu/GB svc/direct", s.parameter, s.cpu_s_per_gb / d.cpu_s_per_gb);
+}
 
 Row Bench::ServiceBatches(int batch, wal::Client& c, const std::string& system) {
   std::vector<wal::v1::AppendRequest> requests(threads);

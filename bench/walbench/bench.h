@@ -37,6 +37,7 @@ struct Bench {
   void Setup();
 
   // Appending (append_modes.cc).
+  void Regions();
   Row ServiceBatches(int batch, wal::Client& c, const std::string& system);
   Row DirectBatches(int batch);
   void Throughput();

@@ -9,7 +9,7 @@
 ABSL_FLAG(std::string, brokers, "", "Kafka bootstrap servers (required)");
 ABSL_FLAG(std::string, walserver, "", "Path of the walserver binary (required)");
 ABSL_FLAG(std::string, modes,
-          "throughput,single,latency,replay,index,follow,sweep,startup,compression",
+          "regions,throughput,single,latency,replay,index,follow,sweep,startup,compression",
           "Comma-separated modes to run");
 ABSL_FLAG(double, seconds, 5, "Length of each timed run");
 ABSL_FLAG(int, runs, 3, "Alternating service/direct runs per figure; the median is reported");
@@ -17,6 +17,9 @@ ABSL_FLAG(int, threads, 4, "Concurrent callers in closed-loop modes");
 ABSL_FLAG(int, single_threads, 64,
           "Concurrent callers in single mode: enough to load the server, as many regions would");
 ABSL_FLAG(int, batch, 64, "Entries per Append in throughput mode");
+ABSL_FLAG(int, regions, 1000, "Regions (namespaces) of the regions mode");
+ABSL_FLAG(int, regions_per_call, 32, "Regions each call of the regions mode writes one entry to");
+ABSL_FLAG(int, region_callers, 8, "Closed-loop callers of the regions mode");
 ABSL_FLAG(int, entry_bytes, 1024, "Bytes per entry");
 ABSL_FLAG(std::string, latency_loads, "0.1,0.25,0.5,0.75,0.9",
           "Open-loop rates as fractions of the measured single-entry maximum");

@@ -8,6 +8,10 @@
 // resident memory, and the service/direct ratio. Output: a table on stdout, rows in --csv.
 //
 // Modes:
+//   regions     a datanode's write batch: --region_callers closed-loop callers, each call one
+//               entry for each of --regions_per_call consecutive regions (from a random one) of
+//               --regions, one namespace each; against the same records produced straight to
+//               the namespaces' slots, the call done when all are acknowledged
 //   throughput  closed loop, batches of --batch entries of --entry_bytes per Append; on the
 //               append stream (walclient's default) and as unary calls, for reference
 //   single      closed loop, one entry per Append (streamed, and unary for reference), against
@@ -71,6 +75,7 @@ int main(int argc, char** argv) {
     absl::SetFlag(&FLAGS_runs, 1);
     absl::SetFlag(&FLAGS_replay_mib, 2);
     absl::SetFlag(&FLAGS_replay_namespaces, 5);
+    absl::SetFlag(&FLAGS_regions, 64);
     absl::SetFlag(&FLAGS_index_mib, 4);
     absl::SetFlag(&FLAGS_max_namespaces, 100);
     absl::SetFlag(&FLAGS_latency_loads, "0.5");
@@ -81,6 +86,7 @@ int main(int argc, char** argv) {
   walbench::Bench bench;
   bench.Setup();
   const std::string modes = absl::GetFlag(FLAGS_modes);
+  if (absl::StrContains(modes, "regions")) bench.Regions();
   if (absl::StrContains(modes, "throughput")) bench.Throughput();
   if (absl::StrContains(modes, "single")) bench.Single();
   if (absl::StrContains(modes, "latency")) bench.Latency();

@@ -5,7 +5,7 @@ source "$(dirname "$0")/lib.sh"
 require_kafka
 : "${WALBENCH:?path of walbench}"
 "$WALBENCH" --brokers="$WAL_TEST_BROKERS" --walserver="$WALSERVER" --smoke --csv="$work/bench.csv"
-for mode in throughput single latency replay index follow sweep startup compression; do
+for mode in regions throughput single latency replay index follow sweep startup compression; do
   grep -q "^$mode," "$work/bench.csv" || fail "walbench wrote no $mode row"
 done
 # Every measured row has a positive figure.
