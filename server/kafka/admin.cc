@@ -171,6 +171,16 @@ absl::Status CheckExistingTopic(rd_kafka_t* rk, const TopicSpec& spec, int timeo
           absl::StrCat("topic ", spec.name, " has ", key, "=", have, ", expected ", want));
     }
   }
+  // The topic's own setting decides, which may be above the one asked for (see AtLeastIsEnough).
+  int own_min_insync = 1;
+  auto own = configs->find("min.insync.replicas");
+  if (own != configs->end() && absl::SimpleAtoi(own->second, &own_min_insync) &&
+      shape->second < own_min_insync) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "topic ", spec.name, " has ", shape->second, " replica(s), fewer than its min.insync.",
+        "replicas=", own_min_insync, ": Kafka would refuse every append; lower the topic's ",
+        "min.insync.replicas or give it more replicas"));
+  }
   return absl::OkStatus();
 }
 
@@ -315,8 +325,7 @@ absl::Status EnsureTopics(rd_kafka_t* rk, const std::vector<TopicSpec>& topics,
   for (const TopicSpec& spec : topics) {
     if (existing.count(spec.name)) {
       if (absl::Status s = CheckExistingTopic(rk, spec, timeout_ms); !s.ok()) return s;
-    }
-    if (spec.replication_factor == -1) {
+    } else if (spec.replication_factor == -1) {
       if (absl::Status s = CheckReplicasForMinInsync(rk, spec, timeout_ms); !s.ok()) {
         return s;
       }

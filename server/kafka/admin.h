@@ -65,8 +65,10 @@ struct TopicSpec {
 
 // Creates the topics that are missing and checks the ones that exist: partition count must match
 // and each config in the spec must hold its value (a mismatch is an error; the caller decides).
-// A topic made with the brokers' default replication factor (-1) must have at least its
-// min.insync.replicas replicas; else FAILED_PRECONDITION whose message holds kFewerThanMinInsync.
+// Every topic must have at least as many replicas as its min.insync.replicas, or Kafka refuses
+// every append: an existing topic is held to its own setting (FAILED_PRECONDITION naming it), one
+// made now with the brokers' default replication factor (-1) to the spec's (FAILED_PRECONDITION
+// whose message holds kFewerThanMinInsync).
 inline constexpr char kFewerThanMinInsync[] = "--min_insync_replicas";
 absl::Status EnsureTopics(rd_kafka_t* rk, const std::vector<TopicSpec>& topics,
                           Clock::time_point deadline);

@@ -8,7 +8,11 @@
 #include <set>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "server/kafka/admin.h"
+#include "server/kafka/client.h"
+#include "server/wal_server.h"
 #include "tests/support/kafka_process_fixture.h"
 #include "tests/support/test_util.h"
 
@@ -43,6 +47,39 @@ TEST_F(KafkaProcessTest, LargeEntriesRoundTripAndOversizeIsRejected) {
   EXPECT_TRUE((*entries)[0].data() == five) << "5 MiB entry differs";
   EXPECT_TRUE((*entries)[1].data() == fifty) << "50 MiB entry differs";
   EXPECT_EQ((*entries)[1].entry_id(), (*ids)[0]);
+}
+
+// A data topic made by someone else, with more in-sync replicas asked than it has replicas:
+// Kafka would refuse every append to it (NOT_ENOUGH_REPLICAS), although it meets walserver's own
+// --min_insync_replicas. Start-up refuses it and names the topic's own setting.
+TEST_F(KafkaProcessTest, AnExistingTopicThatWouldRefuseEveryAppendIsRefusedAtStart) {
+  auto admin = NewKafkaClient(RD_KAFKA_PRODUCER, {{"bootstrap.servers", brokers_}});
+  ASSERT_TRUE(admin.ok()) << admin.status();
+  const std::string topic = prefix_ + "_0";
+  // Made as walserver makes its data topics, but for that one setting.
+  const TopicSpec spec{topic,
+                       1,
+                       1,
+                       {{"cleanup.policy", "delete"},
+                        {"retention.ms", "-1"},
+                        {"retention.bytes", "-1"},
+                        {"max.message.bytes", std::to_string(64 << 20)},
+                        {"min.insync.replicas", "2"},
+                        {"message.timestamp.type", "CreateTime"}}};
+  ASSERT_EQ(EnsureTopics(admin->get(), {spec}, Clock::now() + seconds(30)), absl::OkStatus());
+  for (const int replication_factor : {1, -1}) {
+    SCOPED_TRACE(absl::StrCat("--replication_factor=", replication_factor));
+    ServerOptions options = InProcessOneSlotOptions();
+    options.replication_factor = replication_factor;
+    options.startup_timeout = std::chrono::milliseconds(20000);
+    auto server = WalServer::Start(options);
+    ASSERT_FALSE(server.ok()) << "walserver started on a topic that refuses every append";
+    EXPECT_EQ(server.status().code(), absl::StatusCode::kFailedPrecondition) << server.status();
+    EXPECT_TRUE(absl::StrContains(
+        server.status().message(),
+        absl::StrCat("topic ", topic, " has 1 replica(s), fewer than its min.insync.replicas=2")))
+        << server.status();
+  }
 }
 
 TEST_F(KafkaProcessTest, TwoServersRacingOnCreateAgree) {
