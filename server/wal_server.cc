@@ -295,6 +295,8 @@ absl::StatusOr<std::unique_ptr<WalServer>> WalServer::Start(ServerOptions o) {
   if (absl::Status s = Validate(o); !s.ok()) return s;
   if (o.name.empty()) o.name = DefaultName(o.listen);
   std::unique_ptr<WalServer> self(new WalServer());
+  // First, so that a second walserver on the same socket is refused before any work on Kafka.
+  if (absl::Status s = self->ClaimUnixSockets(o); !s.ok()) return s;
   // In the order they depend on each other; the destructor (Shutdown) tears down in reverse.
   auto core = WalCore::Start(o);
   if (!core.ok()) return core.status();
@@ -337,6 +339,17 @@ absl::StatusOr<ServiceOptions> WalServer::MakeServiceOptions(const ServerOptions
   return service_options;
 }
 
+absl::Status WalServer::ClaimUnixSockets(const ServerOptions& o) {
+  const std::vector<std::string> listens = absl::StrSplit(o.listen, ',', absl::SkipWhitespace());
+  for (const std::string& listen : listens) {
+    if (!absl::StartsWith(listen, "unix:")) continue;
+    auto lock = ClaimUnixSocket(listen);
+    if (!lock.ok()) return lock.status();
+    unix_socket_locks_.push_back(*lock);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status WalServer::StartGrpc(const ServerOptions& o) {
   auto service_options = MakeServiceOptions(o);
   if (!service_options.ok()) return service_options.status();
@@ -353,12 +366,7 @@ absl::Status WalServer::StartGrpc(const ServerOptions& o) {
   if (listens.empty()) return absl::InvalidArgumentError("no listen address given");
   std::vector<int> ports(listens.size(), 0);
   for (size_t i = 0; i < listens.size(); ++i) {
-    const bool unix_socket = absl::StartsWith(listens[i], "unix:");
-    if (unix_socket) {
-      auto lock = ClaimUnixSocket(listens[i]);
-      if (!lock.ok()) return lock.status();
-      unix_socket_locks_.push_back(*lock);
-    }
+    const bool unix_socket = absl::StartsWith(listens[i], "unix:");  // claimed at Start
     builder.AddListeningPort(
         listens[i], unix_socket ? grpc::InsecureServerCredentials() : *tcp_credentials, &ports[i]);
   }

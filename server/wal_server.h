@@ -50,6 +50,8 @@ class WalServer {
  private:
   WalServer() = default;
 
+  // Takes unix_socket_locks_ for the unix sockets of --listen: Start's first step.
+  absl::Status ClaimUnixSockets(const ServerOptions& o);
   // The steps of Start after the core's, in order.
   absl::Status StartGrpc(const ServerOptions& o);
   absl::Status Announce(const ServerOptions& o);  // this server's name in the metadata topic

@@ -54,9 +54,13 @@ start_walserver holder $(kafka_args holder) --listen="unix://$socket"
 expect_exit 1 walserver "${ok_kafka[@]}" --listen="unix://$socket" --http_listen=
 expect_contains "$(output)" "cannot listen on --listen=unix://$socket: another walserver serves on this socket"
 "$WALCTL" --server="unix://$socket" ls >/dev/null || fail "the holder lost its socket"
+# ... and before any work on Kafka: a duplicate whose Kafka is out of reach is told of the socket.
+closed_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+expect_exit 1 walserver --brokers="127.0.0.1:$closed_port" --topic_prefix="$prefix" \
+  --startup_timeout_ms=10000 --listen="unix://$socket" --http_listen=
+expect_contains "$(output)" "cannot listen on --listen=unix://$socket: another walserver serves on this socket"
 
 # No broker at the address: what was tried, for how long, and where to look.
-closed_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 expect_exit 1 try --brokers="127.0.0.1:$closed_port" --topic_prefix="$prefix"
 expect_contains "$(output)" "no Kafka broker at --brokers=127.0.0.1:$closed_port answered within --startup_timeout_ms=3000"
 expect_contains "$(output)" "--kafka.security.protocol"
