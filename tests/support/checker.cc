@@ -71,6 +71,15 @@ void Workload::Write(uint64_t ns) {
   }
 }
 
+uint64_t Workload::acknowledged_of(uint64_t ns) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = outcomes_.find(ns);
+  if (it == outcomes_.end()) return 0;
+  uint64_t count = 0;
+  for (const auto& [seq, acknowledged] : it->second) count += acknowledged ? 1 : 0;
+  return count;
+}
+
 bool Workload::WaitForProgress(uint64_t count, std::chrono::milliseconds timeout) const {
   const uint64_t target = acknowledged() + count;
   const auto deadline = std::chrono::steady_clock::now() + timeout;

@@ -42,6 +42,8 @@ class Workload {
   void Stop();
   // Entries acknowledged so far.
   uint64_t acknowledged() const { return acknowledged_.load(); }
+  // Entries of namespace `ns` acknowledged so far.
+  uint64_t acknowledged_of(uint64_t ns) const;
   // Failed appends so far.
   uint64_t failures() const { return failures_.load(); }
   // The longest an append call took to answer, success or not (against the client's deadline).
