@@ -58,6 +58,7 @@ void WalCore::FailPending() {
 }
 
 absl::Status WalCore::ConnectKafka(const ServerOptions& o) {
+  SetKafkaUserTimeout(o.kafka_user_timeout);  // before the first client
   std::string brokers = o.brokers;
   if (brokers.empty()) {
     auto cluster = MockCluster::Create(1);

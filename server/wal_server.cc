@@ -158,6 +158,9 @@ absl::Status Validate(const ServerOptions& o) {
   }
   // Readers give up a torn split entry once a record encoded 60 s after its first chunk
   // arrives (log/entry_assembler.h): no chunk may land later, with 30 s to spare for clocks.
+  if (o.kafka_user_timeout.count() < 0) {
+    return absl::InvalidArgumentError("kafka_user_timeout_ms must be 0 (the kernel's) or more");
+  }
   if (o.append_timeout.count() > 30000) {
     return absl::InvalidArgumentError("append_timeout must be at most 30000 ms");
   }

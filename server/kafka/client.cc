@@ -1,6 +1,11 @@
 #include "server/kafka/client.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 
@@ -20,7 +25,31 @@ void LogFromKafka(const rd_kafka_t* rk, int level, const char* facility, const c
   spdlog::log(spd_level, "librdkafka {} {}: {}", rd_kafka_name(rk), facility, message);
 }
 
+// Without a user timeout, a connection that lived through a network cut waits out TCP's
+// retransmission backoff after the cut heals (11-13 s after a 15 s cut, docs/RELIABILITY.md).
+// With it, the kernel closes the connection once its bytes stay unacknowledged that long,
+// librdkafka reconnects (at most --kafka.reconnect.backoff.max.ms apart, each attempt's SYNs
+// bounded by the same timeout), and the first attempt after the heal gets through. A live
+// broker, even one too busy to answer, acknowledges bytes within a round trip; a link whose
+// queues hold more than the timeout needs a longer one.
+std::atomic<unsigned int> user_timeout_ms{kDefaultKafkaUserTimeout.count()};
+
+// librdkafka's socket_cb: its default (a close-on-exec socket) and the user timeout.
+int OpenSocket(int domain, int type, int protocol, void* /*opaque*/) {
+  const int fd = socket(domain, type | SOCK_CLOEXEC, protocol);
+  if (fd < 0) return -1;
+  const unsigned int ms = user_timeout_ms.load();
+  if (ms > 0 && type == SOCK_STREAM && (domain == AF_INET || domain == AF_INET6)) {
+    setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ms, sizeof(ms));
+  }
+  return fd;
+}
+
 }  // namespace
+
+void SetKafkaUserTimeout(std::chrono::milliseconds timeout) {
+  user_timeout_ms.store(static_cast<unsigned int>(timeout.count()));
+}
 
 std::string LibrdkafkaVersion() { return rd_kafka_version_str(); }
 
@@ -37,6 +66,7 @@ absl::StatusOr<KafkaHandle> NewKafkaClient(rd_kafka_type_t type, const KafkaProp
     }
   }
   rd_kafka_conf_set_log_cb(conf, LogFromKafka);
+  rd_kafka_conf_set_socket_cb(conf, OpenSocket);
   if (customize) customize(conf);
   rd_kafka_t* rk = rd_kafka_new(type, conf, errstr, sizeof(errstr));
   if (rk == nullptr) {

@@ -37,6 +37,12 @@ Clock::time_point Bounded(Clock::time_point deadline);
 // deadline becomes a timeout; used only inside kafka/.
 int TimeoutMs(Clock::time_point deadline);
 
+// Kafka connections whose sent bytes stay unacknowledged this long are closed by the kernel
+// (TCP_USER_TIMEOUT), for the clients NewKafkaClient makes from then on in this process; zero
+// leaves the kernel's default (about 15 minutes of retransmissions). See client.cc for why.
+inline constexpr std::chrono::milliseconds kDefaultKafkaUserTimeout{2000};
+void SetKafkaUserTimeout(std::chrono::milliseconds timeout);
+
 // Creates a client of `type` with `properties`; `customize` may add callbacks to the conf.
 absl::StatusOr<KafkaHandle> NewKafkaClient(
     rd_kafka_type_t type, const KafkaProperties& properties,

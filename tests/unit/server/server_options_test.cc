@@ -24,8 +24,11 @@ void ExpectRefused(ServerOptions options, const std::string& naming) {
   EXPECT_NE(server.status().message().find(naming), std::string::npos) << server.status();
 }
 
-TEST(ServerOptions, KeepaliveAndNamesThatCannotWorkAreRefused) {
+TEST(ServerOptions, TimeoutsAndNamesThatCannotWorkAreRefused) {
   ServerOptions options = MockServerOptions();
+  options.kafka_user_timeout = std::chrono::milliseconds(-1);
+  ExpectRefused(options, "kafka_user_timeout_ms");
+  options = MockServerOptions();
   options.keepalive_timeout = std::chrono::milliseconds(0);
   ExpectRefused(options, "keepalive_timeout_ms");
   options = MockServerOptions();
