@@ -52,10 +52,10 @@ ABSL_FLAG(bool, packed_records, kDefaults.packed_records,
 ABSL_FLAG(int, append_timeout_ms, Millis(kDefaults.append_timeout),
           "An append not acknowledged by Kafka in this time fails with UNAVAILABLE (at most "
           "30000)");
-ABSL_FLAG(int, kafka_user_timeout_ms, Millis(kDefaults.kafka_user_timeout),
-          "A Kafka connection whose sent bytes stay unacknowledged this long is closed and made "
-          "again (TCP_USER_TIMEOUT), so that appends come back soon after a network cut heals; "
-          "0 leaves the kernel's default. Raise it on links whose queues hold more than that");
+ABSL_FLAG(int, kafka_rto_max_ms, Millis(kDefaults.kafka_rto_max),
+          "TCP retransmits on Kafka connections at least this often (1000-120000; Linux 6.15 and "
+          "later), so that appends come back about a second after a network cut heals; 0 "
+          "leaves the kernel's cap (120 s)");
 ABSL_FLAG(int, admin_timeout_ms, Millis(kDefaults.admin_timeout),
           "Bound on Kafka round trips of CreateNamespace, Truncate and the other admin calls");
 ABSL_FLAG(int, slow_append_ms, Millis(kDefaults.slow_append),
@@ -140,7 +140,7 @@ absl::StatusOr<ServerOptions> ServerOptionsFromFlags(
   o.slot_flushes_in_flight = absl::GetFlag(FLAGS_slot_flushes_in_flight);
   o.packed_records = absl::GetFlag(FLAGS_packed_records);
   o.append_timeout = milliseconds(absl::GetFlag(FLAGS_append_timeout_ms));
-  o.kafka_user_timeout = milliseconds(absl::GetFlag(FLAGS_kafka_user_timeout_ms));
+  o.kafka_rto_max = milliseconds(absl::GetFlag(FLAGS_kafka_rto_max_ms));
   o.admin_timeout = milliseconds(absl::GetFlag(FLAGS_admin_timeout_ms));
   o.slow_append = milliseconds(absl::GetFlag(FLAGS_slow_append_ms));
   o.startup_timeout = milliseconds(absl::GetFlag(FLAGS_startup_timeout_ms));

@@ -36,8 +36,8 @@ struct ServerOptions {
   int slot_flushes_in_flight = WriterOptions().slot_flushes_in_flight;
   bool packed_records = WriterOptions().packed_records;
   std::chrono::milliseconds append_timeout = WriterOptions().append_timeout;
-  // TCP_USER_TIMEOUT of every Kafka connection (kafka/client.h); zero: the kernel's default.
-  std::chrono::milliseconds kafka_user_timeout = kDefaultKafkaUserTimeout;
+  // TCP's retransmission interval cap on Kafka connections (kafka/client.h); zero: the kernel's.
+  std::chrono::milliseconds kafka_rto_max = kDefaultKafkaRtoMax;
   std::chrono::milliseconds admin_timeout = ServiceOptions().admin_timeout;
   // An append stage slower than this is logged; zero: none.
   std::chrono::milliseconds slow_append = ServiceOptions().slow_append;

@@ -58,7 +58,7 @@ void WalCore::FailPending() {
 }
 
 absl::Status WalCore::ConnectKafka(const ServerOptions& o) {
-  SetKafkaUserTimeout(o.kafka_user_timeout);  // before the first client
+  SetKafkaRtoMax(o.kafka_rto_max);  // before the first client
   std::string brokers = o.brokers;
   if (brokers.empty()) {
     auto cluster = MockCluster::Create(1);
@@ -102,7 +102,7 @@ absl::Status WalCore::ConnectKafka(const ServerOptions& o) {
   return absl::OkStatus();
 }
 
-absl::Status WalCore::PrepareTopics(const ServerOptions& o) {
+std::vector<TopicSpec> WalCore::TopicSpecs(const ServerOptions& o) const {
   std::vector<TopicSpec> topics;
   const std::string min_isr = std::to_string(o.min_insync_replicas);
   for (int t = 0; t < o.topic_count; ++t) {
@@ -117,7 +117,6 @@ absl::Status WalCore::PrepareTopics(const ServerOptions& o) {
                     // Reads from a time rely on each record's time being walserver's, taken
                     // after the entry was encoded (log/entry_reader.cc), not the broker's.
                     {"message.timestamp.type", "CreateTime"}}};
-    for (int p = 0; p < spec.partitions; ++p) slots_.push_back(Slot{spec.name, p});
     topics.push_back(std::move(spec));
   }
   if (KeepsIndexes(o)) {
@@ -140,6 +139,14 @@ absl::Status WalCore::PrepareTopics(const ServerOptions& o) {
                               // compaction may drop the winner's record.
                               {"min.compaction.lag.ms", "3600000"},
                               {"min.insync.replicas", min_isr}}});
+  return topics;
+}
+
+absl::Status WalCore::PrepareTopics(const ServerOptions& o) {
+  const std::vector<TopicSpec> topics = TopicSpecs(o);
+  for (int t = 0; t < o.topic_count; ++t) {  // the data topics come first
+    for (int p = 0; p < topics[t].partitions; ++p) slots_.push_back(Slot{topics[t].name, p});
+  }
   if (mock_) {
     // The mock cluster has no CreateTopics or DescribeConfigs.
     for (const TopicSpec& spec : topics) {
@@ -148,7 +155,11 @@ absl::Status WalCore::PrepareTopics(const ServerOptions& o) {
     return absl::OkStatus();
   }
   const absl::Status status = EnsureTopics(admin_.get(), topics, Clock::now() + o.startup_timeout);
-  if (status.ok()) return status;
+  return status.ok() ? status : ExplainTopicsFailure(o, status);
+}
+
+absl::Status WalCore::ExplainTopicsFailure(const ServerOptions& o,
+                                           const absl::Status& status) const {
   const std::string names =
       absl::StrCat(o.topic_prefix, "_0..", o.topic_count - 1, ", ",
                    KeepsIndexes(o) ? o.topic_prefix + "_index, " : "", o.topic_prefix, "_meta");
@@ -171,9 +182,17 @@ absl::Status WalCore::PrepareTopics(const ServerOptions& o) {
   if (absl::StrContains(status.message(), kFewerThanMinInsync)) {
     return absl::FailedPreconditionError(absl::StrCat(
         status.message(),
-        ". With --replication_factor=-1 the brokers' default replication "
-        "decides; set --min_insync_replicas to at most the replicas each topic got, or give "
-        "--replication_factor"));
+        ". With --replication_factor=-1 the brokers' default replication decides, and the "
+        "topics now exist with that min.insync.replicas: delete them or choose another "
+        "--topic_prefix, then set --min_insync_replicas to at most the replicas each topic "
+        "gets, or give --replication_factor"));
+  }
+  if (absl::StrContains(status.message(), kFewerThanOwnMinInsync)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        status.message(),
+        ". Lower the topic's min.insync.replicas (kafka-configs.sh --alter --entity-type "
+        "topics --add-config min.insync.replicas=N), give it more replicas, or choose another "
+        "--topic_prefix"));
   }
   if (absl::IsFailedPrecondition(status)) {
     return absl::FailedPreconditionError(absl::StrCat(

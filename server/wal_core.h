@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "server/common/metrics.h"
 #include "server/common/slot.h"
+#include "server/kafka/admin.h"
 #include "server/kafka/client.h"
 #include "server/kafka/mock_cluster.h"
 #include "server/log/entry_reader.h"
@@ -60,6 +61,10 @@ class WalCore {
   absl::Status StartWriter(const ServerOptions& o);
   void StartReader(const ServerOptions& o, ReaderOptions reader_options);
   absl::Status StartIndexStore(const ServerOptions& o);
+  // PrepareTopics' parts: the topics walserver needs (the data topics first), and a failure to
+  // make or check them restated with the options that fix it.
+  std::vector<TopicSpec> TopicSpecs(const ServerOptions& o) const;
+  absl::Status ExplainTopicsFailure(const ServerOptions& o, const absl::Status& status) const;
   // Whether the slot indexes are kept in Kafka (<prefix>_index).
   bool KeepsIndexes(const ServerOptions& o) const;
 

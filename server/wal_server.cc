@@ -158,8 +158,10 @@ absl::Status Validate(const ServerOptions& o) {
   }
   // Readers give up a torn split entry once a record encoded 60 s after its first chunk
   // arrives (log/entry_assembler.h): no chunk may land later, with 30 s to spare for clocks.
-  if (o.kafka_user_timeout.count() < 0) {
-    return absl::InvalidArgumentError("kafka_user_timeout_ms must be 0 (the kernel's) or more");
+  if (o.kafka_rto_max.count() != 0 &&
+      (o.kafka_rto_max.count() < 1000 || o.kafka_rto_max.count() > 120000)) {
+    return absl::InvalidArgumentError(
+        "kafka_rto_max_ms must be between 1000 and 120000, or 0 (the kernel's cap)");
   }
   if (o.append_timeout.count() > 30000) {
     return absl::InvalidArgumentError("append_timeout must be at most 30000 ms");
@@ -384,6 +386,15 @@ absl::Status WalServer::StartGrpc(const ServerOptions& o) {
   const absl::StatusOr<gid_t> socket_group = UnixSocketGroup(o.unix_socket_group);
   if (!socket_mode.ok()) return socket_mode.status();
   if (!socket_group.ok()) return socket_group.status();
+  // Claimed at Start, before the work on Kafka: a process other than a walserver (which the
+  // lock keeps out) may have bound the path since, and gRPC would remove its socket and bind.
+  for (const std::string& listen : listens) {
+    if (absl::StartsWith(listen, "unix:") && SomeoneListensOn(UnixSocketPath(listen))) {
+      return absl::UnavailableError(absl::StrCat(
+          "cannot listen on --listen=", listen,
+          ": another process serves on this socket. Stop it or choose another --listen"));
+    }
+  }
   // Sockets are bound with no more permission than asked for, so that no one connects in the
   // moment before the chmod below (which only adds what the umask took away).
   const mode_t umask_before = umask(~*socket_mode & 0777);

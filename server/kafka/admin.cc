@@ -57,7 +57,8 @@ absl::StatusOr<EventPtr> RunAdmin(
   return event;
 }
 
-// Number of partitions and replicas of partition 0 of `topic`, from a metadata request.
+// Number of partitions of `topic` and the fewest replicas any of them has, from a metadata
+// request.
 absl::StatusOr<std::pair<int, int>> DescribeTopicShape(rd_kafka_t* rk, const std::string& topic,
                                                        int timeout_ms) {
   rd_kafka_topic_t* rkt = rd_kafka_topic_new(rk, topic.c_str(), nullptr);
@@ -76,7 +77,9 @@ absl::StatusOr<std::pair<int, int>> DescribeTopicShape(rd_kafka_t* rk, const std
     }
     shape.first = t.partition_cnt;
     for (int p = 0; p < t.partition_cnt; ++p) {
-      if (t.partitions[p].id == 0) shape.second = t.partitions[p].replica_cnt;
+      if (shape.second < 0 || t.partitions[p].replica_cnt < shape.second) {
+        shape.second = t.partitions[p].replica_cnt;
+      }
       if (t.partitions[p].leader < 0) {
         status = absl::UnavailableError(
             absl::StrCat("partition ", t.partitions[p].id, " of ", topic, " has no leader"));
@@ -177,9 +180,8 @@ absl::Status CheckExistingTopic(rd_kafka_t* rk, const TopicSpec& spec, int timeo
   if (own != configs->end() && absl::SimpleAtoi(own->second, &own_min_insync) &&
       shape->second < own_min_insync) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "topic ", spec.name, " has ", shape->second, " replica(s), fewer than its min.insync.",
-        "replicas=", own_min_insync, ": Kafka would refuse every append; lower the topic's ",
-        "min.insync.replicas or give it more replicas"));
+        "topic ", spec.name, " has ", shape->second, " replica(s), ", kFewerThanOwnMinInsync, "=",
+        own_min_insync, ": Kafka would refuse every append to it"));
   }
   return absl::OkStatus();
 }

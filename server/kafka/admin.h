@@ -70,6 +70,7 @@ struct TopicSpec {
 // made now with the brokers' default replication factor (-1) to the spec's (FAILED_PRECONDITION
 // whose message holds kFewerThanMinInsync).
 inline constexpr char kFewerThanMinInsync[] = "--min_insync_replicas";
+inline constexpr char kFewerThanOwnMinInsync[] = "fewer than its min.insync.replicas";
 absl::Status EnsureTopics(rd_kafka_t* rk, const std::vector<TopicSpec>& topics,
                           Clock::time_point deadline);
 

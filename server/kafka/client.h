@@ -37,11 +37,14 @@ Clock::time_point Bounded(Clock::time_point deadline);
 // deadline becomes a timeout; used only inside kafka/.
 int TimeoutMs(Clock::time_point deadline);
 
-// Kafka connections whose sent bytes stay unacknowledged this long are closed by the kernel
-// (TCP_USER_TIMEOUT), for the clients NewKafkaClient makes from then on in this process; zero
-// leaves the kernel's default (about 15 minutes of retransmissions). See client.cc for why.
-inline constexpr std::chrono::milliseconds kDefaultKafkaUserTimeout{2000};
-void SetKafkaUserTimeout(std::chrono::milliseconds timeout);
+// TCP retransmits on Kafka connections at least this often (TCP_RTO_MAX_MS, Linux 6.15 and
+// later; 1000-120000 ms), so that appends come back about a second after a network cut heals
+// (client.cc says why). Zero leaves the kernel's cap (120 s). One setting for the whole
+// process: every connection NewKafkaClient's clients make from then on, reconnections too.
+inline constexpr std::chrono::milliseconds kDefaultKafkaRtoMax{1000};
+void SetKafkaRtoMax(std::chrono::milliseconds cap);
+// Whether this kernel takes the cap (older ones keep TCP's own backoff).
+bool KernelCapsRto();
 
 // Creates a client of `type` with `properties`; `customize` may add callbacks to the conf.
 absl::StatusOr<KafkaHandle> NewKafkaClient(

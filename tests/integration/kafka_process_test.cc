@@ -79,6 +79,9 @@ TEST_F(KafkaProcessTest, AnExistingTopicThatWouldRefuseEveryAppendIsRefusedAtSta
         server.status().message(),
         absl::StrCat("topic ", topic, " has 1 replica(s), fewer than its min.insync.replicas=2")))
         << server.status();
+    EXPECT_TRUE(
+        absl::StrContains(server.status().message(), "Lower the topic's min.insync.replicas"))
+        << "no advice that fixes it: " << server.status();
   }
 }
 

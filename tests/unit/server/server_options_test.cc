@@ -26,8 +26,8 @@ void ExpectRefused(ServerOptions options, const std::string& naming) {
 
 TEST(ServerOptions, TimeoutsAndNamesThatCannotWorkAreRefused) {
   ServerOptions options = MockServerOptions();
-  options.kafka_user_timeout = std::chrono::milliseconds(-1);
-  ExpectRefused(options, "kafka_user_timeout_ms");
+  options.kafka_rto_max = std::chrono::milliseconds(999);
+  ExpectRefused(options, "kafka_rto_max_ms");
   options = MockServerOptions();
   options.keepalive_timeout = std::chrono::milliseconds(0);
   ExpectRefused(options, "keepalive_timeout_ms");
