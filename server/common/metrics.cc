@@ -278,6 +278,31 @@ void Metrics::AddCollector(Collector collector) {
   collectors_.push_back(std::move(collector));
 }
 
+namespace {
+
+using Labels = std::vector<std::pair<std::string, std::string>>;
+
+// One histogram: a cumulative count per bound of kLatencyBuckets (bucket_count(i) is the count in
+// bucket i alone), then +Inf, the sum and the count.
+template <typename BucketCount>
+void WriteHistogram(MetricWriter& w, absl::string_view family, const Labels& labels,
+                    BucketCount bucket_count, uint64_t count, double sum) {
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i < kBucketCount; ++i) {
+    cumulative += bucket_count(i);
+    Labels with_le = labels;
+    with_le.push_back({"le", absl::StrFormat("%g", kLatencyBuckets[i])});
+    w.Sample(family, with_le, static_cast<double>(cumulative), "_bucket");
+  }
+  Labels with_inf = labels;
+  with_inf.push_back({"le", "+Inf"});
+  w.Sample(family, with_inf, static_cast<double>(count), "_bucket");
+  w.Sample(family, labels, sum, "_sum");
+  w.Sample(family, labels, static_cast<double>(count), "_count");
+}
+
+}  // namespace
+
 std::string Metrics::Render() const {
   std::string out;
   MetricWriter w(&out);
@@ -289,43 +314,27 @@ std::string Metrics::Render() const {
                static_cast<double>(s.count));
     }
     for (const auto& [key, s] : calls_) {
-      uint64_t cumulative = 0;
-      for (size_t i = 0; i < kBucketCount; ++i) {
-        cumulative += s.buckets[i];
-        w.Sample("walserver_rpc_latency_seconds",
-                 {{"method", key.first},
-                  {"code", CodeName(key.second)},
-                  {"le", absl::StrFormat("%g", kLatencyBuckets[i])}},
-                 static_cast<double>(cumulative), "_bucket");
-      }
-      const std::vector<std::pair<std::string, std::string>> labels{{"method", key.first},
-                                                                    {"code", CodeName(key.second)}};
-      auto with_inf = labels;
-      with_inf.push_back({"le", "+Inf"});
-      w.Sample("walserver_rpc_latency_seconds", with_inf, static_cast<double>(s.count), "_bucket");
-      w.Sample("walserver_rpc_latency_seconds", labels, s.sum, "_sum");
-      w.Sample("walserver_rpc_latency_seconds", labels, static_cast<double>(s.count), "_count");
+      WriteHistogram(
+          w, "walserver_rpc_latency_seconds",
+          {{"method", key.first}, {"code", CodeName(key.second)}},
+          [&s = s](size_t i) { return s.buckets[i]; }, s.count, s.sum);
     }
     collectors = collectors_;
   }
   for (int stage = 0; stage < kAppendStages; ++stage) {
     const StageStats& s = stages_[stage];
-    const std::string name = AppendStageName(static_cast<AppendStage>(stage));
-    uint64_t cumulative = 0;
-    for (size_t i = 0; i < kBucketCount; ++i) {
-      cumulative += s.buckets[i].load(std::memory_order_relaxed);
-      w.Sample("walserver_append_stage_seconds",
-               {{"stage", name}, {"le", absl::StrFormat("%g", kLatencyBuckets[i])}},
-               static_cast<double>(cumulative), "_bucket");
-    }
-    const uint64_t count = s.count.load(std::memory_order_relaxed);
-    w.Sample("walserver_append_stage_seconds", {{"stage", name}, {"le", "+Inf"}},
-             static_cast<double>(count), "_bucket");
-    w.Sample("walserver_append_stage_seconds", {{"stage", name}},
-             s.sum_ns.load(std::memory_order_relaxed) / 1e9, "_sum");
-    w.Sample("walserver_append_stage_seconds", {{"stage", name}}, static_cast<double>(count),
-             "_count");
+    WriteHistogram(
+        w, "walserver_append_stage_seconds",
+        {{"stage", AppendStageName(static_cast<AppendStage>(stage))}},
+        [&s](size_t i) { return s.buckets[i].load(std::memory_order_relaxed); },
+        s.count.load(std::memory_order_relaxed), s.sum_ns.load(std::memory_order_relaxed) / 1e9);
   }
+  RenderCounters(w);
+  for (const Collector& c : collectors) c(w);
+  return out;
+}
+
+void Metrics::RenderCounters(MetricWriter& w) const {
   w.Sample("walserver_append_bytes_total", {}, static_cast<double>(append_bytes.load()));
   w.Sample("walserver_append_entries_total", {}, static_cast<double>(append_entries.load()));
   w.Sample("walserver_read_bytes_total", {}, static_cast<double>(read_bytes.load()));
@@ -357,8 +366,6 @@ std::string Metrics::Render() const {
   w.Sample("walserver_prune_logical", {}, static_cast<double>(prune_logical.load()));
   w.Sample("walserver_appends_in_flight", {}, static_cast<double>(appends_in_flight.load()));
   w.Sample("walserver_reads_in_progress", {}, static_cast<double>(reads_in_progress.load()));
-  for (const Collector& c : collectors) c(w);
-  return out;
 }
 
 grpc::experimental::Interceptor* MetricsInterceptorFactory::CreateServerInterceptor(

@@ -83,6 +83,9 @@ class Metrics {
   std::string Render() const;
 
  private:
+  // Render's plain counters and gauges.
+  void RenderCounters(MetricWriter& w) const;
+
   struct CallStats {
     uint64_t count = 0;
     double sum = 0;
