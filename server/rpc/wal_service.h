@@ -1,6 +1,7 @@
 // The gRPC face of walserver (callback API): validates requests, then hands them to the
 // namespace table (MetaStore), the EntryWriter or the EntryReader. All errors leave through
-// ToGrpcStatus.
+// ToGrpcStatus. The appends and reads are defined in wal_service.cc, the namespace calls in
+// namespace_calls.cc.
 #pragma once
 
 #include <atomic>
