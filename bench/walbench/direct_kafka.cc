@@ -23,6 +23,7 @@ DirectProducer::DirectProducer() {
 void BatchWait::Expect(int n) {
   std::lock_guard<std::mutex> lock(mu_);
   pending_ = n;
+  errors_ = 0;  // each batch counts its own
 }
 
 void BatchWait::OnDelivery(const wal::Delivery& delivery) {
