@@ -169,6 +169,35 @@ void EntryReader::ScanEnded(SlotScan* scan) {
   if (--scans_running_ == 0) idle_cv_.notify_all();
 }
 
+absl::StatusOr<Watermarks> EntryReader::QueryEnds(const Slot& slot, Clock::time_point stop_at) {
+  // A leader cut off from the other brokers keeps answering with the high watermark it had at
+  // the cut until it hears it was replaced, although this server's writer already has
+  // acknowledgements from the new leader past it: a read ending there would miss them. Such an
+  // answer is asked again for a while; one still short then is taken (the topic may have been
+  // made again), and that acknowledgement no longer counts for the slot.
+  constexpr auto kStaleEndWait = std::chrono::seconds(5);
+  constexpr auto kStaleEndRetry = std::chrono::milliseconds(100);
+  const int64_t acknowledged =
+      context_.options.acknowledged_end ? context_.options.acknowledged_end(slot) : 0;
+  const auto given_up = [&] {
+    std::lock_guard<std::mutex> lock(stale_ends_mu_);
+    return stale_ends_given_up_[slot];
+  };
+  const auto until = std::min(stop_at, Clock::now() + kStaleEndWait);
+  while (true) {
+    absl::StatusOr<Watermarks> marks =
+        QueryWatermarks(meta_->watermarks_client(), slot, Within(stop_at, kKafkaRequestTimeout));
+    if (!marks.ok() || marks->high >= acknowledged || acknowledged <= given_up()) return marks;
+    if (Clock::now() + kStaleEndRetry >= until) {
+      std::lock_guard<std::mutex> lock(stale_ends_mu_);
+      int64_t& g = stale_ends_given_up_[slot];
+      g = std::max(g, acknowledged);
+      return marks;
+    }
+    std::this_thread::sleep_for(kStaleEndRetry);
+  }
+}
+
 absl::StatusOr<int64_t> EntryReader::LowWatermark(const Slot& slot, Clock::time_point deadline) {
   auto marks =
       QueryWatermarks(meta_->watermarks_client(), slot, Within(deadline, kKafkaRequestTimeout));
@@ -244,8 +273,7 @@ absl::StatusOr<std::shared_ptr<ReadMember>> EntryReader::MakeMember(
   if (known == seen->marks.end()) {
     // Before the query: ends only grow.
     const int64_t indexed_end = context_.slot_indexes.Of(ns->slot).covered_end();
-    absl::StatusOr<Watermarks> marks = QueryWatermarks(meta_->watermarks_client(), ns->slot,
-                                                       Within(stop_at, kKafkaRequestTimeout));
+    absl::StatusOr<Watermarks> marks = QueryEnds(ns->slot, stop_at);
     if (!marks.ok()) return marks.status();
     if (context_.options.slot_index) CheckIndex(ns->slot, *marks, indexed_end, stop_at, seen);
     known = seen->marks.emplace(ns->slot, *marks).first;

@@ -97,6 +97,9 @@ class EntryReader : private ScanHost {
                                                          const std::shared_ptr<ReadSink>& sink,
                                                          Clock::time_point stop_at, SlotsSeen* seen,
                                                          std::shared_ptr<DeliveryBell> bell);
+  // The slot's watermarks, for a read's end (ReaderOptions::acknowledged_end says why it may
+  // ask again).
+  absl::StatusOr<Watermarks> QueryEnds(const Slot& slot, Clock::time_point stop_at);
   // The slot's index must vouch only for the log there is now: it is dropped when the topic
   // was made again or the partition's end went back.
   void CheckIndex(const Slot& slot, const Watermarks& marks, int64_t indexed_end,
@@ -130,6 +133,10 @@ class EntryReader : private ScanHost {
   MetaStore* const meta_;
   ReadContext context_;
   std::atomic<uint64_t> consumers_made_{0};
+
+  // The acknowledged ends QueryEnds stopped waiting for, by slot.
+  std::mutex stale_ends_mu_;
+  std::map<Slot, int64_t> stale_ends_given_up_ ABSL_GUARDED_BY(stale_ends_mu_);
 
   std::mutex mu_;
   std::condition_variable idle_cv_;

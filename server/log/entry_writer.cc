@@ -397,6 +397,11 @@ void EntryWriter::OnOutgoing(Outgoing* o, const Delivery& delivery) {
   const std::unique_ptr<Outgoing> outgoing(o);
   std::vector<Failed> failed;
   ProducerSlot& owner = *o->group->owner;
+  if (delivery.written() && delivery.offset >= 0) {
+    std::lock_guard<std::mutex> lock(acknowledged_mu_);
+    int64_t& end = acknowledged_end_[*o->group->slot];
+    end = std::max(end, delivery.offset + 1);
+  }
   {
     std::lock_guard<std::mutex> lock(owner.produce_mu);
     Group* group = o->group;
@@ -413,6 +418,12 @@ void EntryWriter::OnOutgoing(Outgoing* o, const Delivery& delivery) {
   }
   for (const Part& part : o->parts) part.call->OnRecord(part.item, part.first_of_entry, delivery);
   FailParts(std::move(failed));
+}
+
+int64_t EntryWriter::AcknowledgedEnd(const Slot& slot) const {
+  std::lock_guard<std::mutex> lock(acknowledged_mu_);
+  auto it = acknowledged_end_.find(slot);
+  return it == acknowledged_end_.end() ? 0 : it->second;
 }
 
 void EntryWriter::FailParts(std::vector<Failed> failed) {

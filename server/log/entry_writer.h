@@ -95,6 +95,9 @@ class EntryWriter {
   // Packed records produced, and the entries (and fences) they carried.
   uint64_t packed_records() const { return packed_records_.load(); }
   uint64_t packed_entries() const { return packed_entries_.load(); }
+  // One past the highest offset of `slot` Kafka acknowledged to this writer (0 if none): the
+  // slot's high watermark is at least this, whatever a stale leader says (EntryReader).
+  int64_t AcknowledgedEnd(const Slot& slot) const;
 
  private:
   class Call;
@@ -160,6 +163,8 @@ class EntryWriter {
   RecordSource source_;               // session and origin of every record written
   std::atomic<uint64_t> packed_records_{0};
   std::atomic<uint64_t> packed_entries_{0};
+  mutable std::mutex acknowledged_mu_;
+  std::map<Slot, int64_t> acknowledged_end_ ABSL_GUARDED_BY(acknowledged_mu_);
 
   std::mutex timer_mu_;
   std::condition_variable timer_cv_;

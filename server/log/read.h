@@ -89,6 +89,10 @@ struct ReaderOptions {
   // one): a 1% namespace in runs of 26 KiB costs 1.3 bytes fetched per byte delivered at 16 KiB,
   // 4.9 at 64 KiB (docs/BENCHMARKS.md).
   int64_t narrow_fetch_bytes = 16 << 10;
+  // One past the highest offset of a slot Kafka acknowledged to this server's writer (0: none
+  // known). A read whose queried end is lower asks again for a while: it came from a leader cut
+  // off from the others, which has not heard yet that it was replaced (EntryReader::QueryEnds).
+  std::function<int64_t(const Slot&)> acknowledged_end;
 };
 
 // Bytes all the reads of one ReadMany may have waiting for its client together, and the
