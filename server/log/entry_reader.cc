@@ -181,17 +181,25 @@ absl::StatusOr<Watermarks> EntryReader::QueryEnds(const Slot& slot, Clock::time_
       context_.options.acknowledged_end ? context_.options.acknowledged_end(slot) : 0;
   const auto given_up = [&] {
     std::lock_guard<std::mutex> lock(stale_ends_mu_);
-    return stale_ends_given_up_[slot];
+    auto it = stale_ends_given_up_.find(slot);
+    return it == stale_ends_given_up_.end() ? 0 : it->second;
   };
-  const auto until = std::min(stop_at, Clock::now() + kStaleEndWait);
+  // Half the read's time at most, so that it still has time to read.
+  const auto waited_enough = Clock::now() + kStaleEndWait;
+  const auto until = std::min(HalfwayTo(stop_at), waited_enough);
   while (true) {
     absl::StatusOr<Watermarks> marks =
         QueryWatermarks(meta_->watermarks_client(), slot, Within(stop_at, kKafkaRequestTimeout));
     if (!marks.ok() || marks->high >= acknowledged || acknowledged <= given_up()) return marks;
+    if (context_.stopping) return absl::UnavailableError("walserver is shutting down");
     if (Clock::now() + kStaleEndRetry >= until) {
-      std::lock_guard<std::mutex> lock(stale_ends_mu_);
-      int64_t& g = stale_ends_given_up_[slot];
-      g = std::max(g, acknowledged);
+      // Only a read that waited the whole while gives up for the others: one short of time
+      // says nothing of the slot.
+      if (until == waited_enough) {
+        std::lock_guard<std::mutex> lock(stale_ends_mu_);
+        int64_t& g = stale_ends_given_up_[slot];
+        g = std::max(g, acknowledged);
+      }
       return marks;
     }
     std::this_thread::sleep_for(kStaleEndRetry);
