@@ -18,6 +18,9 @@ constexpr int kMaxAppendsPerMessage = 4096;
 constexpr auto kTick = std::chrono::milliseconds(20);
 // Waiting for this marks a retry that is not waiting.
 constexpr auto kNotWaiting = std::chrono::system_clock::time_point::min();
+// Set on the streamer's own threads: an append made there (from a completion) leaves the write
+// to the sender, since a write that waits for walserver to read would hold up the answers.
+thread_local bool on_streamer_thread = false;
 
 absl::Status StatusOf(int code, const std::string& message) {
   // gRPC and absl share their numbering.
@@ -66,6 +69,13 @@ void AppendStreamer::Append(v1::AppendRequest request, Clock::time_point deadlin
   p.done = std::move(done);
   p.not_before = kNotWaiting;
   to_send_.push_back(id);
+  // The caller writes itself when the stream is idle, sparing a wake-up of the sender per
+  // message (most of a single entry's cost on the client); under load the sender writes what
+  // gathers while a write is out, as before.
+  if (!on_streamer_thread && stream_ && !broken_ && !starting_ && !writing_) {
+    WriteGathered(lock);
+    if (to_send_.empty() && !broken_ && !closing_) return;
+  }
   cv_.notify_all();
 }
 
@@ -106,10 +116,29 @@ bool AppendStreamer::RetryOrFail(uint64_t id, Pending& p, const absl::Status& st
   return false;
 }
 
+bool AppendStreamer::WriteGathered(std::unique_lock<std::mutex>& lock) {
+  v1::AppendStreamRequest message = GatherMessage();
+  writing_ = true;
+  writing_since_ = Steady::now();
+  lock.unlock();
+  const bool written = stream_->Write(message);
+  lock.lock();
+  writing_ = false;
+  writing_since_ = Steady::time_point::max();
+  for (v1::StreamedAppend& append : *message.mutable_appends()) {
+    auto it = pending_.find(append.request_id());
+    if (it != pending_.end()) it->second.request.Swap(append.mutable_append());
+  }
+  return written;
+}
+
 void AppendStreamer::SenderLoop() {
+  on_streamer_thread = true;
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
     if (broken_) {
+      // A caller may still be writing on it.
+      cv_.wait(lock, [this] { return !writing_; });
       CloseStream(lock);
       continue;
     }
@@ -126,22 +155,18 @@ void AppendStreamer::SenderLoop() {
       cv_.wait(lock);
       continue;
     }
-    if (!stream_) OpenStream(lock);
-    v1::AppendStreamRequest message = GatherMessage();
-    writing_since_ = Steady::now();
-    lock.unlock();
-    const bool written = stream_->Write(message);
-    lock.lock();
-    writing_since_ = Steady::time_point::max();
-    for (v1::StreamedAppend& append : *message.mutable_appends()) {
-      auto it = pending_.find(append.request_id());
-      if (it != pending_.end()) it->second.request.Swap(append.mutable_append());
+    // A caller is writing; it wakes the sender when done if more is waiting.
+    if (writing_) {
+      cv_.wait(lock);
+      continue;
     }
+    if (!stream_) OpenStream(lock);
     // A failed write means a broken stream: its reader sees the end, and sets broken_.
-    if (!written) cv_.wait(lock, [this] { return broken_; });
+    if (!WriteGathered(lock)) cv_.wait(lock, [this] { return broken_; });
   }
   // Closing: every append completed. Say so, and wait for walserver's OK, or not long.
   if (stream_) {
+    cv_.wait(lock, [this] { return !writing_; });
     lock.unlock();
     stream_->WritesDone();
     lock.lock();
@@ -268,6 +293,7 @@ void AppendStreamer::CloseStream(std::unique_lock<std::mutex>& lock) {
 void AppendStreamer::ReaderLoop(
     uint64_t number,
     grpc::ClientReaderWriter<v1::AppendStreamRequest, v1::AppendStreamResponse>* rw) {
+  on_streamer_thread = true;
   v1::AppendStreamResponse response;
   while (rw->Read(&response)) {
     Completions out;
@@ -299,6 +325,7 @@ void AppendStreamer::ReaderLoop(
 }
 
 void AppendStreamer::TimerLoop() {
+  on_streamer_thread = true;
   std::unique_lock<std::mutex> lock(mu_);
   while (!sender_done_) {
     const Clock::time_point now = Clock::now();

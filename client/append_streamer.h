@@ -3,8 +3,9 @@
 // (wal_client.h is the API).
 //
 // Threads. Three per Client, started by the first append:
-//   sender:  writes the appends waiting to go; those that arrive while a write is on the wire
-//            go together in the next message (as a producer's linger gathers records).
+//   sender:  opens streams, and writes the appends waiting to go; those that arrive while a
+//            write is on the wire go together in the next message (as a producer's linger
+//            gathers records). A caller that finds the stream idle writes its append itself.
 //   reader:  reads answers and completes the appends (one per stream; replaced with it).
 //   timer:   fails appends at their deadline, wakes retries when their backoff is over, and
 //            cancels a stream whose write has not gone out within an attempt's timeout.
@@ -78,6 +79,9 @@ class AppendStreamer {
   using Completions = std::vector<Completion>;
 
   void SenderLoop();
+  // Gathers what waits to go into one message and writes it, unlocked meanwhile; one writer at
+  // a time (writing_). False when the write failed.
+  bool WriteGathered(std::unique_lock<std::mutex>& lock) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The sender's steps. Everything not yet answered goes as unary calls (walserver has no
   // AppendStream).
   void SendAllAsUnary(std::unique_lock<std::mutex>& lock) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -141,6 +145,9 @@ class AppendStreamer {
   bool broken_ ABSL_GUARDED_BY(mu_) = false;  // its reader saw the end
   std::thread reader_;
   Steady::time_point writing_since_ ABSL_GUARDED_BY(mu_) = Steady::time_point::max();
+  // A write is out, by the sender or by a caller (the timer's cancel clears writing_since_
+  // only). The stream is closed only when none is.
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
   // The sender waits for a new stream to start: gRPC holds it until the connection is up, up to
   // its 20 s connect timeout at an address that does not answer.
   bool starting_ ABSL_GUARDED_BY(mu_) = false;
