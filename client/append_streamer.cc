@@ -18,8 +18,7 @@ constexpr int kMaxAppendsPerMessage = 4096;
 constexpr auto kTick = std::chrono::milliseconds(20);
 // Waiting for this marks a retry that is not waiting.
 constexpr auto kNotWaiting = std::chrono::system_clock::time_point::min();
-// Set on the streamer's own threads: an append made there (from a completion) leaves the write
-// to the sender, since a write that waits for walserver to read would hold up the answers.
+// Set on the streamer's own threads, where completions run.
 thread_local bool on_streamer_thread = false;
 
 absl::Status StatusOf(int code, const std::string& message) {
@@ -49,8 +48,14 @@ void AppendStreamer::Run(Completions completions) {
   for (Completion& c : completions) c.done(std::move(c.result));
 }
 
-void AppendStreamer::Append(v1::AppendRequest request, Clock::time_point deadline, Done done) {
+void AppendStreamer::Append(v1::AppendRequest request, Clock::time_point deadline, Done done,
+                            bool caller_waits) {
   std::unique_lock<std::mutex> lock(mu_);
+  if (sender_left_) {  // only a completion can append this late
+    lock.unlock();
+    done(absl::UnavailableError("the client is closing; the append was not sent"));
+    return;
+  }
   if (unary_only_ || request.ByteSizeLong() > kMaxMessageBytes) {
     lock.unlock();
     SendUnary(std::move(request), deadline, std::move(done));
@@ -69,10 +74,12 @@ void AppendStreamer::Append(v1::AppendRequest request, Clock::time_point deadlin
   p.done = std::move(done);
   p.not_before = kNotWaiting;
   to_send_.push_back(id);
-  // The caller writes itself when the stream is idle, sparing a wake-up of the sender per
-  // message (most of a single entry's cost on the client); under load the sender writes what
-  // gathers while a write is out, as before.
-  if (!on_streamer_thread && stream_ && !broken_ && !starting_ && !writing_) {
+  // A caller that waits for the answer anyway writes itself when the stream is idle, sparing a
+  // wake-up of the sender per message (most of a single entry's cost on the client); under
+  // load the sender writes what gathers while a write is out. Not on the streamer's own
+  // threads: a write that waits for walserver to read would hold up the answers.
+  if (caller_waits && !on_streamer_thread && stream_ && !broken_ && !write_failed_ &&
+      !starting_ && !writing_ && !closing_) {
     WriteGathered(lock);
     if (to_send_.empty() && !broken_ && !closing_) return;
   }
@@ -125,6 +132,9 @@ bool AppendStreamer::WriteGathered(std::unique_lock<std::mutex>& lock) {
   lock.lock();
   writing_ = false;
   writing_since_ = Steady::time_point::max();
+  // Nothing more goes on a stream whose write failed: it is broken, whether or not its reader
+  // has seen the end yet, and an append written there would count as lost without being sent.
+  if (!written) write_failed_ = true;
   for (v1::StreamedAppend& append : *message.mutable_appends()) {
     auto it = pending_.find(append.request_id());
     if (it != pending_.end()) it->second.request.Swap(append.mutable_append());
@@ -160,10 +170,15 @@ void AppendStreamer::SenderLoop() {
       cv_.wait(lock);
       continue;
     }
-    if (!stream_) OpenStream(lock);
     // A failed write means a broken stream: its reader sees the end, and sets broken_.
-    if (!WriteGathered(lock)) cv_.wait(lock, [this] { return broken_; });
+    if (write_failed_) {
+      cv_.wait(lock, [this] { return broken_; });
+      continue;
+    }
+    if (!stream_) OpenStream(lock);
+    WriteGathered(lock);
   }
+  sender_left_ = true;
   // Closing: every append completed. Say so, and wait for walserver's OK, or not long.
   if (stream_) {
     cv_.wait(lock, [this] { return !writing_; });
@@ -174,6 +189,7 @@ void AppendStreamer::SenderLoop() {
       ctx_->TryCancel();
       cv_.wait(lock, [this] { return broken_; });
     }
+    cv_.wait(lock, [this] { return !writing_; });
     CloseStream(lock);
   }
   sender_done_ = true;
@@ -235,8 +251,8 @@ v1::AppendStreamRequest AppendStreamer::GatherMessage() {
     const auto left = std::min(p.deadline, now + options_.attempt_timeout) - now;
     append->set_timeout_ms(static_cast<uint32_t>(
         std::max<int64_t>(1, std::chrono::duration_cast<std::chrono::milliseconds>(left).count())));
-    // Lent to the message without a copy; SenderLoop gives it back after the write, before the
-    // append can be sent again (only the sender sends).
+    // Lent to the message without a copy; WriteGathered gives it back after the write, before
+    // the append can be gathered again (one write at a time).
     append->mutable_append()->Swap(&p.request);
     p.stream = stream_number_;
     p.sent = ++sendings_;
@@ -257,6 +273,7 @@ void AppendStreamer::CloseStream(std::unique_lock<std::mutex>& lock) {
   reader.join();
   lock.lock();
   broken_ = false;
+  write_failed_ = false;
   on_wire_.clear();
   if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
     unary_only_ = true;  // an older walserver; the loop hands the appends to unary calls

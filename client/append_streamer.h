@@ -57,9 +57,11 @@ class AppendStreamer {
   // stream.
   ~AppendStreamer();
 
-  // `done` runs exactly once, on the reader or timer thread (or a gRPC thread after a fallback
-  // to unary calls), and must not block.
-  void Append(v1::AppendRequest request, Clock::time_point deadline, Done done);
+  // `done` runs exactly once, on the reader, timer or sender thread (or a gRPC thread for an
+  // append sent as a unary call), and must not block. A caller that waits for the answer anyway
+  // (`caller_waits`) may write the append itself; otherwise Append never blocks on the stream.
+  void Append(v1::AppendRequest request, Clock::time_point deadline, Done done,
+              bool caller_waits = false);
 
  private:
   struct Pending {
@@ -136,7 +138,8 @@ class AppendStreamer {
   int unary_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   std::condition_variable unary_cv_;
 
-  // The current stream, owned by the sender; the reader and timer only look at its number, the
+  // The current stream, opened and closed by the sender (closed only while no write is out);
+  // a caller may write on it (writing_); the reader and timer only look at its number, the
   // broken flag and the write clock, and cancel its context.
   std::unique_ptr<grpc::ClientContext> ctx_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<grpc::ClientReaderWriter<v1::AppendStreamRequest, v1::AppendStreamResponse>>
@@ -148,6 +151,8 @@ class AppendStreamer {
   // A write is out, by the sender or by a caller (the timer's cancel clears writing_since_
   // only). The stream is closed only when none is.
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool write_failed_ ABSL_GUARDED_BY(mu_) = false;  // on the current stream
+  bool sender_left_ ABSL_GUARDED_BY(mu_) = false;   // closing: nothing more is sent
   // The sender waits for a new stream to start: gRPC holds it until the connection is up, up to
   // its 20 s connect timeout at an address that does not answer.
   bool starting_ ABSL_GUARDED_BY(mu_) = false;
