@@ -18,8 +18,6 @@ constexpr int kMaxAppendsPerMessage = 4096;
 constexpr auto kTick = std::chrono::milliseconds(20);
 // Waiting for this marks a retry that is not waiting.
 constexpr auto kNotWaiting = std::chrono::system_clock::time_point::min();
-// Set on the streamer's own threads, where completions run.
-thread_local bool on_streamer_thread = false;
 
 absl::Status StatusOf(int code, const std::string& message) {
   // gRPC and absl share their numbering.
@@ -48,14 +46,8 @@ void AppendStreamer::Run(Completions completions) {
   for (Completion& c : completions) c.done(std::move(c.result));
 }
 
-void AppendStreamer::Append(v1::AppendRequest request, Clock::time_point deadline, Done done,
-                            bool caller_waits) {
+void AppendStreamer::Append(v1::AppendRequest request, Clock::time_point deadline, Done done) {
   std::unique_lock<std::mutex> lock(mu_);
-  if (sender_left_) {  // only a completion can append this late
-    lock.unlock();
-    done(absl::UnavailableError("the client is closing; the append was not sent"));
-    return;
-  }
   if (unary_only_ || request.ByteSizeLong() > kMaxMessageBytes) {
     lock.unlock();
     SendUnary(std::move(request), deadline, std::move(done));
@@ -74,15 +66,6 @@ void AppendStreamer::Append(v1::AppendRequest request, Clock::time_point deadlin
   p.done = std::move(done);
   p.not_before = kNotWaiting;
   to_send_.push_back(id);
-  // A caller that waits for the answer anyway writes itself when the stream is idle, sparing a
-  // wake-up of the sender per message (most of a single entry's cost on the client); under
-  // load the sender writes what gathers while a write is out. Not on the streamer's own
-  // threads: a write that waits for walserver to read would hold up the answers.
-  if (caller_waits && !on_streamer_thread && stream_ && !broken_ && !write_failed_ &&
-      !starting_ && !writing_ && !closing_) {
-    WriteGathered(lock);
-    if (to_send_.empty() && !broken_ && !closing_) return;
-  }
   cv_.notify_all();
 }
 
@@ -123,32 +106,10 @@ bool AppendStreamer::RetryOrFail(uint64_t id, Pending& p, const absl::Status& st
   return false;
 }
 
-bool AppendStreamer::WriteGathered(std::unique_lock<std::mutex>& lock) {
-  v1::AppendStreamRequest message = GatherMessage();
-  writing_ = true;
-  writing_since_ = Steady::now();
-  lock.unlock();
-  const bool written = stream_->Write(message);
-  lock.lock();
-  writing_ = false;
-  writing_since_ = Steady::time_point::max();
-  // Nothing more goes on a stream whose write failed: it is broken, whether or not its reader
-  // has seen the end yet, and an append written there would count as lost without being sent.
-  if (!written) write_failed_ = true;
-  for (v1::StreamedAppend& append : *message.mutable_appends()) {
-    auto it = pending_.find(append.request_id());
-    if (it != pending_.end()) it->second.request.Swap(append.mutable_append());
-  }
-  return written;
-}
-
 void AppendStreamer::SenderLoop() {
-  on_streamer_thread = true;
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
     if (broken_) {
-      // A caller may still be writing on it.
-      cv_.wait(lock, [this] { return !writing_; });
       CloseStream(lock);
       continue;
     }
@@ -165,23 +126,22 @@ void AppendStreamer::SenderLoop() {
       cv_.wait(lock);
       continue;
     }
-    // A caller is writing; it wakes the sender when done if more is waiting.
-    if (writing_) {
-      cv_.wait(lock);
-      continue;
+    if (!stream_) OpenStream(lock);
+    v1::AppendStreamRequest message = GatherMessage();
+    writing_since_ = Steady::now();
+    lock.unlock();
+    const bool written = stream_->Write(message);
+    lock.lock();
+    writing_since_ = Steady::time_point::max();
+    for (v1::StreamedAppend& append : *message.mutable_appends()) {
+      auto it = pending_.find(append.request_id());
+      if (it != pending_.end()) it->second.request.Swap(append.mutable_append());
     }
     // A failed write means a broken stream: its reader sees the end, and sets broken_.
-    if (write_failed_) {
-      cv_.wait(lock, [this] { return broken_; });
-      continue;
-    }
-    if (!stream_) OpenStream(lock);
-    WriteGathered(lock);
+    if (!written) cv_.wait(lock, [this] { return broken_; });
   }
-  sender_left_ = true;
   // Closing: every append completed. Say so, and wait for walserver's OK, or not long.
   if (stream_) {
-    cv_.wait(lock, [this] { return !writing_; });
     lock.unlock();
     stream_->WritesDone();
     lock.lock();
@@ -189,7 +149,6 @@ void AppendStreamer::SenderLoop() {
       ctx_->TryCancel();
       cv_.wait(lock, [this] { return broken_; });
     }
-    cv_.wait(lock, [this] { return !writing_; });
     CloseStream(lock);
   }
   sender_done_ = true;
@@ -251,8 +210,8 @@ v1::AppendStreamRequest AppendStreamer::GatherMessage() {
     const auto left = std::min(p.deadline, now + options_.attempt_timeout) - now;
     append->set_timeout_ms(static_cast<uint32_t>(
         std::max<int64_t>(1, std::chrono::duration_cast<std::chrono::milliseconds>(left).count())));
-    // Lent to the message without a copy; WriteGathered gives it back after the write, before
-    // the append can be gathered again (one write at a time).
+    // Lent to the message without a copy; SenderLoop gives it back after the write, before the
+    // append can be sent again (only the sender sends).
     append->mutable_append()->Swap(&p.request);
     p.stream = stream_number_;
     p.sent = ++sendings_;
@@ -273,7 +232,6 @@ void AppendStreamer::CloseStream(std::unique_lock<std::mutex>& lock) {
   reader.join();
   lock.lock();
   broken_ = false;
-  write_failed_ = false;
   on_wire_.clear();
   if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
     unary_only_ = true;  // an older walserver; the loop hands the appends to unary calls
@@ -310,7 +268,6 @@ void AppendStreamer::CloseStream(std::unique_lock<std::mutex>& lock) {
 void AppendStreamer::ReaderLoop(
     uint64_t number,
     grpc::ClientReaderWriter<v1::AppendStreamRequest, v1::AppendStreamResponse>* rw) {
-  on_streamer_thread = true;
   v1::AppendStreamResponse response;
   while (rw->Read(&response)) {
     Completions out;
@@ -342,7 +299,6 @@ void AppendStreamer::ReaderLoop(
 }
 
 void AppendStreamer::TimerLoop() {
-  on_streamer_thread = true;
   std::unique_lock<std::mutex> lock(mu_);
   while (!sender_done_) {
     const Clock::time_point now = Clock::now();

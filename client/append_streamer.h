@@ -3,9 +3,8 @@
 // (wal_client.h is the API).
 //
 // Threads. Three per Client, started by the first append:
-//   sender:  opens streams, and writes the appends waiting to go; those that arrive while a
-//            write is on the wire go together in the next message (as a producer's linger
-//            gathers records). A caller that finds the stream idle writes its append itself.
+//   sender:  writes the appends waiting to go; those that arrive while a write is on the wire
+//            go together in the next message (as a producer's linger gathers records).
 //   reader:  reads answers and completes the appends (one per stream; replaced with it).
 //   timer:   fails appends at their deadline, wakes retries when their backoff is over, and
 //            cancels a stream whose write has not gone out within an attempt's timeout.
@@ -57,11 +56,9 @@ class AppendStreamer {
   // stream.
   ~AppendStreamer();
 
-  // `done` runs exactly once, on the reader, timer or sender thread (or a gRPC thread for an
-  // append sent as a unary call), and must not block. A caller that waits for the answer anyway
-  // (`caller_waits`) may write the append itself; otherwise Append never blocks on the stream.
-  void Append(v1::AppendRequest request, Clock::time_point deadline, Done done,
-              bool caller_waits = false);
+  // `done` runs exactly once, on the reader or timer thread (or a gRPC thread after a fallback
+  // to unary calls), and must not block.
+  void Append(v1::AppendRequest request, Clock::time_point deadline, Done done);
 
  private:
   struct Pending {
@@ -81,9 +78,6 @@ class AppendStreamer {
   using Completions = std::vector<Completion>;
 
   void SenderLoop();
-  // Gathers what waits to go into one message and writes it, unlocked meanwhile; one writer at
-  // a time (writing_). False when the write failed.
-  bool WriteGathered(std::unique_lock<std::mutex>& lock) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The sender's steps. Everything not yet answered goes as unary calls (walserver has no
   // AppendStream).
   void SendAllAsUnary(std::unique_lock<std::mutex>& lock) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -138,8 +132,7 @@ class AppendStreamer {
   int unary_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   std::condition_variable unary_cv_;
 
-  // The current stream, opened and closed by the sender (closed only while no write is out);
-  // a caller may write on it (writing_); the reader and timer only look at its number, the
+  // The current stream, owned by the sender; the reader and timer only look at its number, the
   // broken flag and the write clock, and cancel its context.
   std::unique_ptr<grpc::ClientContext> ctx_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<grpc::ClientReaderWriter<v1::AppendStreamRequest, v1::AppendStreamResponse>>
@@ -148,11 +141,6 @@ class AppendStreamer {
   bool broken_ ABSL_GUARDED_BY(mu_) = false;  // its reader saw the end
   std::thread reader_;
   Steady::time_point writing_since_ ABSL_GUARDED_BY(mu_) = Steady::time_point::max();
-  // A write is out, by the sender or by a caller (the timer's cancel clears writing_since_
-  // only). The stream is closed only when none is.
-  bool writing_ ABSL_GUARDED_BY(mu_) = false;
-  bool write_failed_ ABSL_GUARDED_BY(mu_) = false;  // on the current stream
-  bool sender_left_ ABSL_GUARDED_BY(mu_) = false;   // closing: nothing more is sent
   // The sender waits for a new stream to start: gRPC holds it until the connection is up, up to
   // its 20 s connect timeout at an address that does not answer.
   bool starting_ ABSL_GUARDED_BY(mu_) = false;

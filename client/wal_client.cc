@@ -192,8 +192,7 @@ absl::StatusOr<std::vector<uint64_t>> Client::Append(v1::AppendRequest request) 
     streamer_->Append(std::move(request), deadline,
                       [&answered](absl::StatusOr<std::vector<uint64_t>> ids) {
                         answered.set_value(std::move(ids));
-                      },
-                      /*caller_waits=*/true);
+                      });
     return answered.get_future().get();
   }
   for (int retry = 0;; ++retry) {
