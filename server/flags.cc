@@ -96,7 +96,8 @@ ABSL_FLAG(int, prune_interval_ms, Millis(kDefaults.prune_interval),
           "(DeleteRecords); 0 turns pruning off");
 ABSL_FLAG(std::string, compression, kDefaults.compression,
           "Compression of the data topics' record batches: none, lz4, zstd, snappy or gzip "
-          "(docs/BENCHMARKS.md compares them on time-series WAL entries)");
+          "(docs/benchmarks/2026-12-01-compression-checksums.md compares them on time-series WAL "
+          "entries)");
 ABSL_FLAG(std::string, prune_mode, kDefaults.prune_mode,
           "auto: delete records with DeleteRecords until the cluster refuses it (a policy, an "
           "ACL, a managed Kafka without it), then truncate logically only; delete: always try, "

@@ -57,8 +57,8 @@ struct ServerOptions {
   std::chrono::milliseconds prune_interval{60000};
   // auto, delete or logical (meta/pruner.h, PruneMode).
   std::string prune_mode = "auto";
-  // The data topics' record batches: none, lz4, zstd, snappy or gzip (docs/BENCHMARKS.md,
-  // "Compression and checksums", has the measurements behind the default).
+  // The data topics' record batches: none, lz4, zstd, snappy or gzip
+  // (docs/benchmarks/2026-12-01-compression-checksums.md has the measurements behind the default).
   std::string compression = "lz4";
   // Entry bytes of appends waiting for Kafka; more gets RESOURCE_EXHAUSTED. 0: 4 x max_entry_bytes.
   uint64_t max_inflight_append_bytes = 0;

@@ -76,8 +76,8 @@ absl::Status WalCore::ConnectKafka(const ServerOptions& o) {
   // A Kafka batch must hold one whole record with room to spare.
   kafka_batch_bytes_ = std::to_string(o.max_record_bytes + 64 * 1024);
   // Nagle off: a produce or fetch request is sent whole at once, and with Nagle on a small one
-  // could wait for the broker's delayed acknowledgement of the previous one (docs/BENCHMARKS.md,
-  // "walserver against the path it replaces").
+  // could wait for the broker's delayed acknowledgement of the previous one
+  // (docs/benchmarks/2026-12-02-walpeer.md).
   kafka_ = WithUserProperties({{"bootstrap.servers", brokers},
                                {"reconnect.backoff.max.ms", "1000"},
                                {"socket.nagle.disable", "true"},
@@ -232,8 +232,8 @@ absl::Status WalCore::StartWriter(const ServerOptions& o) {
   }
   writer_kafka_ = kafka_;
   // No linger: records produced while a request is in flight still go out together in the
-  // next one, and a caller alone does not wait 1 ms for company (docs/BENCHMARKS.md, "walserver
-  // against the path it replaces": with Nagle off, +50% batched appends).
+  // next one, and a caller alone does not wait 1 ms for company
+  // (docs/benchmarks/2026-12-02-walpeer.md: with Nagle off, +50% batched appends).
   writer_kafka_["linger.ms"] = "0";
   // Feeds the broker and traffic metrics.
   writer_kafka_["statistics.interval.ms"] = "5000";

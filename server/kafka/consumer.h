@@ -49,8 +49,8 @@ class Consumer {
   // nullptr when nothing came within `timeout_ms`. Takes what librdkafka has queued ahead, up
   // to kAheadRecords records or about kAheadBytes (an assign, seek or unassign drops it): one
   // call into librdkafka per record read its clock three or four times and took its queue's
-  // lock (docs/BENCHMARKS.md). librdkafka counts what was taken ahead as consumed: its queue
-  // limit (queued.max.messages.kbytes) does not include it.
+  // lock (docs/benchmarks/2026-12-04-replay-profiled.md). librdkafka counts what was taken ahead as
+  // consumed: its queue limit (queued.max.messages.kbytes) does not include it.
   virtual Message Poll(int timeout_ms);
   // Up to `max` of what Poll returns: the first as Poll waits for it, then whatever is already
   // queued behind it. Empty when nothing came within `timeout_ms`.

@@ -376,9 +376,9 @@ absl::Status EntryReader::RunMany(const std::vector<ReadParams>& reads,
   std::vector<std::shared_ptr<ReadMember>> members;
   // The ends of the namespaces that end at once go out together once the others' scans have
   // started: one message each, written one after another, held up the scan of a datanode's
-  // ReadMany of 999 empty regions and one big one (docs/BENCHMARKS.md, "Fetch size and
-  // replay"). A ReadMany names at most 1,000 namespaces: their ends are far under a message's
-  // limit.
+  // ReadMany of 999 empty regions and one big one
+  // (docs/benchmarks/2026-12-05-fetch-size-replay.md). A ReadMany names at most 1,000 namespaces:
+  // their ends are far under a message's limit.
   ReadBatch ends;
   for (ReadParams params : reads) {
     if (sink->cancelled()) return absl::CancelledError("read cancelled");

@@ -48,9 +48,10 @@ namespace wal {
 // lz4 batches can hold about 16 MiB of entries (lz4 packs 1 MiB of one repeated byte into about
 // 4 KiB; tests/scripts/read_memory_test.sh), of gzip or zstd more. Uncompressed batches hold
 // what they carry, so when the producers' codec is none they are fetched 1 MiB at a time: there
-// each fetch's round trip to the broker, not memory, is what costs (docs/BENCHMARKS.md, "Fetch
-// size and replay"). A reader cannot tell how a batch was packed: compressed batches that another
-// setting wrote are fetched by this one's size too (docs/OPERATIONS.md, --compression).
+// each fetch's round trip to the broker, not memory, is what costs
+// (docs/benchmarks/2026-12-05-fetch-size-replay.md). A reader cannot tell how a batch was packed:
+// compressed batches that another setting wrote are fetched by this one's size too
+// (docs/OPERATIONS.md, --compression).
 int64_t ReaderFetchBytes(const KafkaProperties& producer_properties);
 
 class EntryReader : private ScanHost {

@@ -47,7 +47,8 @@ struct WriterOptions {
   std::vector<std::string> topics;
   // Groups of records a slot keeps in flight before its entries queue to be packed together.
   // librdkafka pipelines up to 5 requests per broker, so waiting for fewer in flight adds a
-  // round trip per call: 1 gave 28-31k entries/s single against 41k for 4 (docs/BENCHMARKS.md).
+  // round trip per call: 1 gave 28-31k entries/s single against 41k for 4
+  // (docs/benchmarks/2026-12-06-group-commit.md).
   int slot_flushes_in_flight = 4;
   // Entries whose record is larger than this go as records of their own, never packed.
   size_t max_packed_entry_bytes = 64 * 1024;

@@ -87,7 +87,7 @@ struct ReaderOptions {
   uint64_t index_min_skip_bytes = 1 << 20;
   // fetch.message.max.bytes of a scan that skips (FetchSize::kNarrow; at most the configured
   // one): a 1% namespace in runs of 26 KiB costs 1.3 bytes fetched per byte delivered at 16 KiB,
-  // 4.9 at 64 KiB (docs/BENCHMARKS.md).
+  // 4.9 at 64 KiB (docs/benchmarks/2026-12-03-slot-index.md).
   int64_t narrow_fetch_bytes = 16 << 10;
   // One past the highest offset of a slot Kafka acknowledged to this server's writer (0: none
   // known). A read whose queried end is lower asks again for a while: it came from a leader cut

@@ -2,11 +2,11 @@
 // entries already in their wire form, its gaps and ends (rare and small) as messages.
 //
 // Why. Building an Entry message per entry, then serialising and freeing it on gRPC's thread,
-// cost a replay a tenth of walserver's CPU (docs/BENCHMARKS.md). Here the scan's thread writes
-// each entry's bytes once, into chunks that gRPC sends as they are (rpc/read_stream.h). A chunk
-// is never grown (that would copy what it holds): a new one takes the next entries, as large as
-// the batch so far (at most kMaxChunkBytes), so a batch holds at most about twice its bytes, and
-// a batch of one small entry no more than it.
+// cost a replay a tenth of walserver's CPU (docs/benchmarks/2026-12-04-replay-profiled.md). Here
+// the scan's thread writes each entry's bytes once, into chunks that gRPC sends as they are
+// (rpc/read_stream.h). A chunk is never grown (that would copy what it holds): a new one takes the
+// next entries, as large as the batch so far (at most kMaxChunkBytes), so a batch holds at most
+// about twice its bytes, and a batch of one small entry no more than it.
 #pragma once
 
 #include <cstddef>

@@ -165,7 +165,7 @@ class ReadMember {
   // call is within its budget and has room for the growth (QueueBudget::batch_growth). It
   // keeps what it grew until it ends. It began at half its share of the budget, which for
   // a thousand namespaces is 32 KiB: one big namespace among empty ones then sent 32 times the
-  // messages of a Read, and took twice its time (docs/BENCHMARKS.md).
+  // messages of a Read, and took twice its time (docs/benchmarks/2026-12-02-where-time-goes.md).
   void GrowBatch();
   // Over the read's bound: its call's budget when it has one, else its own queue bound.
   bool FullLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -125,7 +125,8 @@ class SlotScan : public std::enable_shared_from_this<SlotScan> {
   static constexpr size_t kRecordEvery = 4096;
   // A scan fetching narrow since it skipped goes back to wide fetches once it has read this many
   // bytes without a skip: its reads want most records again, and a wide fetch reads them 1.3-1.8x
-  // faster (docs/BENCHMARKS.md); changing consumers costs about one fetch round trip.
+  // faster (docs/benchmarks/2026-12-03-slot-index.md); changing consumers costs about one fetch
+  // round trip.
   static constexpr int64_t kWideAgainAfterBytes = 1 << 20;
 
   // The steps of Scan(), each on the scan thread.

@@ -694,7 +694,7 @@ fn with_tls(_: Endpoint, _: &PathBuf, _: &ClientOptions) -> Result<Endpoint, Tls
 /// deep enough for a replay: walserver sends read answers of up to 1 MiB, and hyper's defaults
 /// (2 MiB per stream, 5 MiB per connection) keep only two of them in flight. 8 / 16 MiB helped
 /// replays of a client short of CPU (0.53-0.63 -> 0.71-0.74 of rskafka's rate); on a quiet host
-/// both reach it (docs/BENCHMARKS.md, walpeer).
+/// both reach it (docs/benchmarks/2026-12-02-walpeer.md).
 fn with_transport(endpoint: Endpoint, options: &ClientOptions) -> Endpoint {
     let endpoint =
         endpoint.initial_stream_window_size(8 << 20).initial_connection_window_size(16 << 20);
