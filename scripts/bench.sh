@@ -3,8 +3,8 @@
 # broker, runs every walbench mode (walserver against direct librdkafka), then walpeer (bench/peer:
 # walserver through the Rust walclient against rskafka, direct and behind a merging worker) on the
 # same broker, then walpeer again on rskafka with TCP_NODELAY (scripts/walpeer_nodelay.sh), writes
-# bench/results/walbench.csv, walpeer.csv, walpeer_nodelay.csv and the latency plot, and stops
-# Kafka. Extra arguments go to walbench (e.g. --seconds=10), WALPEER_ARGS to both walpeers (e.g.
+# bench/results/walbench.csv, walpeer.csv, walpeer_nodelay.csv, the latency plot and the chart
+# of every path (paths.png), and stops Kafka. Extra arguments go to walbench (e.g. --seconds=10), WALPEER_ARGS to both walpeers (e.g.
 # "--payload=timeseries --compression=lz4"); WALBENCH=false, WALPEER=false or
 # WALPEER_NODELAY=false skips one.
 set -euo pipefail
@@ -24,10 +24,12 @@ source tests/kafka/temporary_broker.sh
 start_temporary_broker
 
 mkdir -p bench/results
+charted=()  # the CSVs of this run, for the chart
 if [[ "${WALBENCH:-}" != false ]]; then
   "$build/bench/walbench" --brokers="$KAFKA_BOOTSTRAP" --kafka_data_dir="$temporary_broker_dir/data" \
     --walserver="$build/server/walserver" --csv=bench/results/walbench.csv "$@" |
     tee bench/results/walbench.txt
+  charted+=(bench/results/walbench.csv)
   /usr/bin/python3 bench/plot_latency.py bench/results/walbench.csv bench/results/latency.png
 fi
 if [[ "${WALPEER:-}" != false ]]; then
@@ -35,6 +37,7 @@ if [[ "${WALPEER:-}" != false ]]; then
   "$peer" --brokers="$KAFKA_BOOTSTRAP" --walserver="$build/server/walserver" \
     --broker_pid="$(cat "$temporary_broker_dir/pid")" \
     --csv=bench/results/walpeer.csv ${WALPEER_ARGS:-} | tee bench/results/walpeer.txt
+  charted+=(bench/results/walpeer.csv)
 fi
 if [[ "${WALPEER_NODELAY:-}" != false ]]; then
   nodelay_peer=$(./scripts/walpeer_nodelay.sh)
@@ -43,5 +46,10 @@ if [[ "${WALPEER_NODELAY:-}" != false ]]; then
     --broker_pid="$(cat "$temporary_broker_dir/pid")" --modes=regions,single \
     --rskafka_label=" (TCP_NODELAY)" --csv=bench/results/walpeer_nodelay.csv ${WALPEER_ARGS:-} |
     tee bench/results/walpeer_nodelay.txt
+  charted+=(bench/results/walpeer_nodelay.csv)
+fi
+# The chart at the top of docs/BENCHMARKS.md, from the runs made above.
+if ((${#charted[@]})); then
+  /usr/bin/python3 bench/plot_paths.py bench/results/paths.png "${charted[@]}"
 fi
 echo "bench.sh: results in bench/results/"
