@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -72,6 +73,9 @@ struct ReaderOptions {
   // other call's client) and goes on with a scan of its own once its client caught up (which waits
   // up to a second for it).
   size_t read_queue_bytes = 8 << 20;
+  // A read's client that took no batch for this long counts as stalled, not slow
+  // (ReadMember::pulling): a shared scan waits for a slow one, and takes a stalled one off.
+  std::chrono::milliseconds pulling_window{100};
   // A read from a time starts at the offset Kafka gives for that time (offsets-for-times) rather
   // than at the namespace's first entry. False on the mock cluster, which cannot answer it.
   bool offsets_for_times = true;

@@ -88,11 +88,12 @@ class ReadMember {
   bool done() const { return done_; }
   // The queue is over its bound: the scan should detach this member (scan thread).
   bool over_limit() const { return over_limit_; }
-  // The read's client took a batch within kPullingWindow, or its queue was empty until less
-  // than that ago: a client that keeps pulling, however slowly, as opposed to a stalled one.
+  // The read's client took a batch within ReaderOptions::pulling_window, or its queue was empty
+  // until less than that ago: a client that keeps pulling, however slowly, as opposed to a
+  // stalled one.
   bool pulling() const {
     return Clock::now() - Clock::time_point(Clock::duration(last_progress_.load())) <
-           kPullingWindow;
+           context_->options.pulling_window;
   }
   // The queue budget of the call this read belongs to (a ReadMany), or null.
   const QueueBudget* call_budget() const { return params_.call_budget.get(); }
@@ -144,8 +145,6 @@ class ReadMember {
  private:
   // How often a member looks up its namespace's truncation point while it reads.
   static constexpr auto kMetaCheckInterval = std::chrono::milliseconds(100);
-  // A client that took no batch for this long counts as stalled (pulling()).
-  static constexpr auto kPullingWindow = std::chrono::milliseconds(100);
 
   // Moves assembled entries into the batch, queueing full batches; finishes at the limit. Stops
   // before an entry past a corrupt one.

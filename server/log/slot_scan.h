@@ -160,7 +160,7 @@ class SlotScan : public std::enable_shared_from_this<SlotScan> {
   // A shared scan: while a full member's client keeps pulling (ReadMember::pulling) and waiting
   // holds up no other call (OnlyItsCallWaits), waits for room in its queue. The scan then goes
   // at that client's pace; a client that stops pulling holds it for at most
-  // ReadMember::kPullingWindow.
+  // ReaderOptions::pulling_window.
   void WaitForPullingClients();
   // Every other member still reading belongs to `m`'s call (a ReadMany), and no read waits to
   // join the scan.
