@@ -253,9 +253,11 @@ absl::Status WalCore::StartWriter(const ServerOptions& o) {
 
 void WalCore::StartReader(const ServerOptions& o, ReaderOptions reader_options) {
   reader_options.max_concurrent_reads = static_cast<size_t>(o.max_concurrent_reads);
-  reader_options.acknowledged_end = [writer = writer_.get()](const Slot& slot) {
-    return writer->AcknowledgedEnd(slot);
-  };
+  if (!reader_options.acknowledged_end) {  // a test may stand in for the writer
+    reader_options.acknowledged_end = [writer = writer_.get()](const Slot& slot) {
+      return writer->AcknowledgedEnd(slot);
+    };
+  }
   reader_options.slot_index = o.read_index;
   reader_options.max_entry_bytes = max_entry_bytes_;
   reader_options.offsets_for_times = mock_ == nullptr;  // the mock cannot look up a time

@@ -169,39 +169,40 @@ void EntryReader::ScanEnded(SlotScan* scan) {
   if (--scans_running_ == 0) idle_cv_.notify_all();
 }
 
-absl::StatusOr<Watermarks> EntryReader::QueryEnds(const Slot& slot, Clock::time_point stop_at) {
+absl::StatusOr<Watermarks> EntryReader::QueryEnds(const Slot& slot, Clock::time_point stop_at,
+                                                  SlotsSeen* seen) {
   // A leader cut off from the other brokers keeps answering with the high watermark it had at
   // the cut until it hears it was replaced, although this server's writer already has
   // acknowledgements from the new leader past it: a read ending there would miss them. Such an
-  // answer is asked again for a while; one still short then is taken (the topic may have been
-  // made again), and that acknowledgement no longer counts for the slot.
+  // answer is asked again, for 5 s counted from the first short answer any read of the slot
+  // got, so that reads short of time add up to it; after that short answers are taken (the
+  // topic may have been made again) until one is not short. One call waits 5 s at most in all,
+  // and at most half its time, however many of its slots are short.
   constexpr auto kStaleEndWait = std::chrono::seconds(5);
   constexpr auto kStaleEndRetry = std::chrono::milliseconds(100);
   const int64_t acknowledged =
       context_.options.acknowledged_end ? context_.options.acknowledged_end(slot) : 0;
-  const auto given_up = [&] {
-    std::lock_guard<std::mutex> lock(stale_ends_mu_);
-    auto it = stale_ends_given_up_.find(slot);
-    return it == stale_ends_given_up_.end() ? 0 : it->second;
-  };
-  // Half the read's time at most, so that it still has time to read.
-  const auto waited_enough = Clock::now() + kStaleEndWait;
-  const auto until = std::min(HalfwayTo(stop_at), waited_enough);
+  Clock::time_point ask_by = stop_at;
   while (true) {
     absl::StatusOr<Watermarks> marks =
-        QueryWatermarks(meta_->watermarks_client(), slot, Within(stop_at, kKafkaRequestTimeout));
-    if (!marks.ok() || marks->high >= acknowledged || acknowledged <= given_up()) return marks;
-    if (context_.stopping) return absl::UnavailableError("walserver is shutting down");
-    if (Clock::now() + kStaleEndRetry >= until) {
-      // Only a read that waited the whole while gives up for the others: one short of time
-      // says nothing of the slot.
-      if (until == waited_enough) {
-        std::lock_guard<std::mutex> lock(stale_ends_mu_);
-        int64_t& g = stale_ends_given_up_[slot];
-        g = std::max(g, acknowledged);
+        QueryWatermarks(meta_->watermarks_client(), slot, Within(ask_by, kKafkaRequestTimeout));
+    if (!marks.ok()) return marks;
+    const Clock::time_point now = Clock::now();
+    Clock::time_point given_up_at;
+    {
+      std::lock_guard<std::mutex> lock(stale_ends_mu_);
+      if (marks->high >= acknowledged) {
+        stale_since_.erase(slot);
+        return marks;
       }
-      return marks;
+      given_up_at = stale_since_.try_emplace(slot, now).first->second + kStaleEndWait;
     }
+    if (!seen->stale_wait_until) {
+      seen->stale_wait_until = std::min(HalfwayTo(stop_at), now + kStaleEndWait);
+    }
+    ask_by = std::min(given_up_at, *seen->stale_wait_until);
+    if (now + kStaleEndRetry >= ask_by) return marks;
+    if (context_.stopping) return absl::UnavailableError("walserver is shutting down");
     std::this_thread::sleep_for(kStaleEndRetry);
   }
 }
@@ -281,7 +282,7 @@ absl::StatusOr<std::shared_ptr<ReadMember>> EntryReader::MakeMember(
   if (known == seen->marks.end()) {
     // Before the query: ends only grow.
     const int64_t indexed_end = context_.slot_indexes.Of(ns->slot).covered_end();
-    absl::StatusOr<Watermarks> marks = QueryEnds(ns->slot, stop_at);
+    absl::StatusOr<Watermarks> marks = QueryEnds(ns->slot, stop_at, seen);
     if (!marks.ok()) return marks.status();
     if (context_.options.slot_index) CheckIndex(ns->slot, *marks, indexed_end, stop_at, seen);
     known = seen->marks.emplace(ns->slot, *marks).first;

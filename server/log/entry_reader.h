@@ -24,6 +24,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -91,6 +92,9 @@ class EntryReader : private ScanHost {
   struct SlotsSeen {
     std::map<Slot, Watermarks> marks;
     std::map<std::string, absl::StatusOr<TopicId>> topic_ids;
+    // Until when the call may ask again for ends short of what was acknowledged (QueryEnds);
+    // set by the first short one.
+    std::optional<Clock::time_point> stale_wait_until;
   };
   // Checks a read against its namespace (after the catch-up) and makes its member; nullptr when
   // there is nothing to read.
@@ -100,7 +104,8 @@ class EntryReader : private ScanHost {
                                                          std::shared_ptr<DeliveryBell> bell);
   // The slot's watermarks, for a read's end (ReaderOptions::acknowledged_end says why it may
   // ask again).
-  absl::StatusOr<Watermarks> QueryEnds(const Slot& slot, Clock::time_point stop_at);
+  absl::StatusOr<Watermarks> QueryEnds(const Slot& slot, Clock::time_point stop_at,
+                                       SlotsSeen* seen);
   // The slot's index must vouch only for the log there is now: it is dropped when the topic
   // was made again or the partition's end went back.
   void CheckIndex(const Slot& slot, const Watermarks& marks, int64_t indexed_end,
@@ -135,9 +140,9 @@ class EntryReader : private ScanHost {
   ReadContext context_;
   std::atomic<uint64_t> consumers_made_{0};
 
-  // The acknowledged ends QueryEnds stopped waiting for, by slot.
+  // When a read first got an end short of what was acknowledged, by slot, until one is not.
   std::mutex stale_ends_mu_;
-  std::map<Slot, int64_t> stale_ends_given_up_ ABSL_GUARDED_BY(stale_ends_mu_);
+  std::map<Slot, Clock::time_point> stale_since_ ABSL_GUARDED_BY(stale_ends_mu_);
 
   std::mutex mu_;
   std::condition_variable idle_cv_;

@@ -16,6 +16,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <future>
 #include <map>
 #include <memory>
@@ -73,6 +74,7 @@ class Core : public ::testing::Test {
     ReaderOptions tuning;
     tuning.batch_bytes = 4096;  // many small batches: more hand-offs per read
     tuning.read_queue_bytes = read_queue_bytes;
+    tuning.acknowledged_end = acknowledged_end_;
     auto core = WalCore::Start(o, tuning);
     ASSERT_TRUE(core.ok()) << core.status();
     core_ = std::move(*core);
@@ -152,6 +154,9 @@ class Core : public ::testing::Test {
     return sink;
   }
 
+  // Stands in for the writer's acknowledged ends of the reader started next (null: the
+  // writer's own).
+  std::function<int64_t(const Slot&)> acknowledged_end_;
   std::unique_ptr<WalCore> core_;
   std::string prefix_;
   MetaStore* meta_ = nullptr;

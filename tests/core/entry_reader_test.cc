@@ -299,5 +299,95 @@ TEST_F(Core, AReadStartedByAThreadThatWasOnlyHandedTheReadersAddressSeesTheWhole
   reader.reset();  // waits for the read's thread
 }
 
+// A leader cut off from the other brokers answers with the end it had at the cut, below what the
+// writer already had acknowledged by the new leader (stood in for here: the writer "acknowledged"
+// far past the slot's end). Reads ask again, for 5 s counted from the first short answer of the
+// slot, then take the end they get.
+class StaleEndTest : public Core {
+ protected:
+  void SetUp() override {
+    acknowledged_end_ = [](const Slot&) { return int64_t{1} << 40; };
+    ASSERT_NO_FATAL_FAILURE(StartCore(ReaderOptions().read_queue_bytes));
+  }
+
+  // Creates `ns` with `count` entries; returns its slot.
+  Slot Fill(uint64_t ns, int count) {
+    auto state = Create(ns);
+    EXPECT_TRUE(state.ok()) << state.status();
+    if (!state.ok()) return Slot{};
+    for (int seq = 1; seq <= count; ++seq) {
+      const std::string payload = Payload(ns, seq);
+      EXPECT_TRUE(
+          Append({AppendItem{state->slot, ns, payload, EntryStamp{0, 1, uint64_t(seq)}}}).ok());
+    }
+    return state->slot;
+  }
+
+  // Reads `ns` to its end with `timeout`; returns the entries and how long it took.
+  std::pair<size_t, Clock::duration> ReadAll(uint64_t ns, Clock::duration timeout) {
+    const Clock::time_point began = Clock::now();
+    auto sink = std::make_shared<RecordingSink>();
+    ReadParams params;
+    params.namespace_id = ns;
+    params.deadline = began + timeout;
+    const absl::Status started = reader_->Start(params, sink);
+    EXPECT_TRUE(started.ok()) << started;
+    const std::optional<absl::Status> ended = sink->WaitFinished(seconds(40));
+    EXPECT_TRUE(ended.has_value() && ended->ok()) << (ended ? ended->ToString() : "not ended");
+    return {sink->entries().size(), Clock::now() - began};
+  }
+};
+
+TEST_F(StaleEndTest, AShortEndIsAskedAgainForFiveSecondsThenTakenByEveryRead) {
+  Fill(1, 3);
+  const auto [first, first_took] = ReadAll(1, seconds(30));
+  EXPECT_EQ(first, 3u);
+  EXPECT_GE(first_took, std::chrono::milliseconds(4500)) << "the short end was taken at once";
+  // The slot was waited for long enough: the next read takes the end it gets.
+  const auto [second, second_took] = ReadAll(1, seconds(30));
+  EXPECT_EQ(second, 3u);
+  EXPECT_LT(second_took, seconds(4)) << "every read waits for the same short end";
+}
+
+TEST_F(StaleEndTest, ReadsShortOfTimeWaitHalfOfItAndTogetherEndTheWait) {
+  Fill(1, 3);
+  // Each read waits at most half its 2 s; their waits add up, so after 5 s a read no longer
+  // waits at all (a read short of time alone never ended the wait for the others before).
+  std::vector<double> took;
+  bool one_did_not_wait = false;
+  for (int i = 0; i < 10 && !one_did_not_wait; ++i) {
+    const auto [count, elapsed] = ReadAll(1, seconds(2));
+    EXPECT_EQ(count, 3u);
+    took.push_back(std::chrono::duration<double>(elapsed).count());
+    EXPECT_LT(elapsed, std::chrono::milliseconds(1900)) << "a read waited past half its time";
+    one_did_not_wait = elapsed < std::chrono::milliseconds(500);
+  }
+  EXPECT_TRUE(one_did_not_wait) << "reads of 2 s kept waiting; took "
+                                << ::testing::PrintToString(took);
+}
+
+TEST_F(StaleEndTest, AReadManyWaitsOnceForAllItsShortSlots) {
+  // Namespaces on both partitions of the topic.
+  std::map<int32_t, uint64_t> by_partition;
+  for (uint64_t ns = 1; ns <= 8 && by_partition.size() < 2; ++ns) {
+    by_partition.emplace(Fill(ns, 2).partition, ns);
+  }
+  ASSERT_EQ(by_partition.size(), 2u);
+  std::vector<ReadParams> reads;
+  for (const auto& [partition, ns] : by_partition) {
+    ReadParams& params = reads.emplace_back();
+    params.namespace_id = ns;
+  }
+  const Clock::time_point began = Clock::now();
+  for (ReadParams& params : reads) params.deadline = began + seconds(30);
+  auto sink = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(reader_->StartMany(reads, sink).ok());
+  const std::optional<absl::Status> ended = sink->WaitFinished(seconds(40));
+  ASSERT_TRUE(ended.has_value() && ended->ok()) << (ended ? ended->ToString() : "not ended");
+  EXPECT_EQ(sink->entries().size(), 4u);
+  // One wait of 5 s for the call, not one per slot.
+  EXPECT_LT(Clock::now() - began, seconds(8));
+}
+
 }  // namespace
 }  // namespace wal::testing
