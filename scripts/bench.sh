@@ -24,7 +24,7 @@ source tests/kafka/temporary_broker.sh
 start_temporary_broker
 
 mkdir -p bench/results
-charted=()  # the CSVs of this run, for the chart
+charted=()  # the chart's other CSV: walbench's, for direct librdkafka
 if [[ "${WALBENCH:-}" != false ]]; then
   "$build/bench/walbench" --brokers="$KAFKA_BOOTSTRAP" --kafka_data_dir="$temporary_broker_dir/data" \
     --walserver="$build/server/walserver" --csv=bench/results/walbench.csv "$@" |
@@ -37,19 +37,16 @@ if [[ "${WALPEER:-}" != false ]]; then
   "$peer" --brokers="$KAFKA_BOOTSTRAP" --walserver="$build/server/walserver" \
     --broker_pid="$(cat "$temporary_broker_dir/pid")" \
     --csv=bench/results/walpeer.csv ${WALPEER_ARGS:-} | tee bench/results/walpeer.txt
-  charted+=(bench/results/walpeer.csv)
 fi
 if [[ "${WALPEER_NODELAY:-}" != false ]]; then
   nodelay_peer=$(./scripts/walpeer_nodelay.sh)
   # shellcheck disable=SC2086  # WALPEER_ARGS is a list of flags
   "$nodelay_peer" --brokers="$KAFKA_BOOTSTRAP" --walserver="$build/server/walserver" \
-    --broker_pid="$(cat "$temporary_broker_dir/pid")" --modes=regions,single \
+    --broker_pid="$(cat "$temporary_broker_dir/pid")" --modes=regions,single,batched,replay \
     --rskafka_label=" (TCP_NODELAY)" --csv=bench/results/walpeer_nodelay.csv ${WALPEER_ARGS:-} |
     tee bench/results/walpeer_nodelay.txt
-  charted+=(bench/results/walpeer_nodelay.csv)
-fi
-# The chart at the top of docs/BENCHMARKS.md, from the runs made above.
-if ((${#charted[@]})); then
-  /usr/bin/python3 bench/plot_paths.py bench/results/paths.png "${charted[@]}"
+  # The chart at the top of docs/BENCHMARKS.md: walserver beside every path of this run.
+  /usr/bin/python3 bench/plot_paths.py bench/results/paths.png bench/results/walpeer_nodelay.csv \
+    ${charted[@]+"${charted[@]}"}
 fi
 echo "bench.sh: results in bench/results/"
