@@ -176,27 +176,33 @@ absl::StatusOr<Watermarks> EntryReader::QueryEnds(const Slot& slot, Clock::time_
   // acknowledgements from the new leader past it: a read ending there would miss them. Such an
   // answer is asked again, for 5 s counted from the first short answer any read of the slot
   // got, so that reads short of time add up to it; after that short answers are taken (the
-  // topic may have been made again) until one is not short. One call waits 5 s at most in all,
-  // and at most half its time, however many of its slots are short.
+  // topic may have been made again) until one is not short, or until the writer acknowledges
+  // more in the slot, which starts the wait again. One call waits 5 s at most in all, and at
+  // most half the time it has left, however many of its slots are short.
   constexpr auto kStaleEndWait = std::chrono::seconds(5);
   constexpr auto kStaleEndRetry = std::chrono::milliseconds(100);
   const int64_t acknowledged =
       context_.options.acknowledged_end ? context_.options.acknowledged_end(slot) : 0;
   Clock::time_point ask_by = stop_at;
+  std::optional<Watermarks> short_end;
   while (true) {
     absl::StatusOr<Watermarks> marks =
         QueryWatermarks(meta_->watermarks_client(), slot, Within(ask_by, kKafkaRequestTimeout));
-    if (!marks.ok()) return marks;
+    // A question asked again that fails in the little time left takes the short answer.
+    if (!marks.ok()) return short_end ? absl::StatusOr<Watermarks>(*short_end) : marks;
     const Clock::time_point now = Clock::now();
     Clock::time_point given_up_at;
     {
       std::lock_guard<std::mutex> lock(stale_ends_mu_);
       if (marks->high >= acknowledged) {
-        stale_since_.erase(slot);
+        stale_ends_.erase(slot);
         return marks;
       }
-      given_up_at = stale_since_.try_emplace(slot, now).first->second + kStaleEndWait;
+      StaleEnd& stale = stale_ends_.try_emplace(slot, StaleEnd{now, acknowledged}).first->second;
+      if (acknowledged > stale.acknowledged) stale = StaleEnd{now, acknowledged};
+      given_up_at = stale.since + kStaleEndWait;
     }
+    short_end = *marks;
     if (!seen->stale_wait_until) {
       seen->stale_wait_until = std::min(HalfwayTo(stop_at), now + kStaleEndWait);
     }

@@ -140,9 +140,14 @@ class EntryReader : private ScanHost {
   ReadContext context_;
   std::atomic<uint64_t> consumers_made_{0};
 
-  // When a read first got an end short of what was acknowledged, by slot, until one is not.
+  // A slot's ends short of what was acknowledged (QueryEnds), until one is not: since when, and
+  // the acknowledged end then.
+  struct StaleEnd {
+    Clock::time_point since;
+    int64_t acknowledged = 0;
+  };
   std::mutex stale_ends_mu_;
-  std::map<Slot, Clock::time_point> stale_since_ ABSL_GUARDED_BY(stale_ends_mu_);
+  std::map<Slot, StaleEnd> stale_ends_ ABSL_GUARDED_BY(stale_ends_mu_);
 
   std::mutex mu_;
   std::condition_variable idle_cv_;

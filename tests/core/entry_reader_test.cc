@@ -305,8 +305,10 @@ TEST_F(Core, AReadStartedByAThreadThatWasOnlyHandedTheReadersAddressSeesTheWhole
 // slot, then take the end they get.
 class StaleEndTest : public Core {
  protected:
+  std::atomic<int64_t> acknowledged_{int64_t{1} << 40};
+
   void SetUp() override {
-    acknowledged_end_ = [](const Slot&) { return int64_t{1} << 40; };
+    acknowledged_end_ = [this](const Slot&) { return acknowledged_.load(); };
     ASSERT_NO_FATAL_FAILURE(StartCore(ReaderOptions().read_queue_bytes));
   }
 
@@ -353,6 +355,9 @@ TEST_F(StaleEndTest, ReadsShortOfTimeWaitHalfOfItAndTogetherEndTheWait) {
   Fill(1, 3);
   // Each read waits at most half its 2 s; their waits add up, so after 5 s a read no longer
   // waits at all (a read short of time alone never ended the wait for the others before).
+  const auto [count, first_took] = ReadAll(1, seconds(2));
+  EXPECT_EQ(count, 3u);
+  EXPECT_GE(first_took, std::chrono::milliseconds(700)) << "the short end was taken at once";
   std::vector<double> took;
   bool one_did_not_wait = false;
   for (int i = 0; i < 10 && !one_did_not_wait; ++i) {
@@ -386,7 +391,20 @@ TEST_F(StaleEndTest, AReadManyWaitsOnceForAllItsShortSlots) {
   ASSERT_TRUE(ended.has_value() && ended->ok()) << (ended ? ended->ToString() : "not ended");
   EXPECT_EQ(sink->entries().size(), 4u);
   // One wait of 5 s for the call, not one per slot.
+  EXPECT_GE(Clock::now() - began, std::chrono::milliseconds(4500)) << "no wait at all";
   EXPECT_LT(Clock::now() - began, seconds(8));
+}
+
+TEST_F(StaleEndTest, MoreAcknowledgedInTheSlotStartsTheWaitAgain) {
+  // The wait ended for an earlier short end; a later one, with entries acknowledged since, is
+  // waited for again: a partition hours later is not given up for in advance.
+  Fill(1, 3);
+  EXPECT_GE(ReadAll(1, seconds(30)).second, std::chrono::milliseconds(4500));
+  EXPECT_LT(ReadAll(1, seconds(30)).second, seconds(4)) << "the wait did not end";
+  acknowledged_ += 10;
+  const auto [count, took] = ReadAll(1, seconds(30));
+  EXPECT_EQ(count, 3u);
+  EXPECT_GE(took, std::chrono::milliseconds(4500)) << "the new short end was taken at once";
 }
 
 }  // namespace
