@@ -61,6 +61,7 @@ void AppendStreamer::Append(v1::AppendRequest request, Clock::time_point deadlin
   const uint64_t id = next_id_++;
   Pending& p = pending_[id];
   p.request = std::move(request);
+  p.first_attempt_ms = UnixMillis();
   p.deadline = deadline;
   p.deadline_entry = deadlines_.emplace(deadline, id);
   p.done = std::move(done);
@@ -165,7 +166,10 @@ void AppendStreamer::SendAllAsUnary(std::unique_lock<std::mutex>& lock) {
   deadlines_.clear();
   retries_.clear();
   lock.unlock();
-  for (auto& [id, p] : moved) SendUnary(std::move(p.request), p.deadline, std::move(p.done));
+  for (auto& [id, p] : moved) {
+    if (p.retry > 0) MarkRetry(&p.request, p.first_attempt_ms);
+    SendUnary(std::move(p.request), p.deadline, std::move(p.done));
+  }
   lock.lock();
 }
 
@@ -213,6 +217,7 @@ v1::AppendStreamRequest AppendStreamer::GatherMessage() {
     // Lent to the message without a copy; SenderLoop gives it back after the write, before the
     // append can be sent again (only the sender sends).
     append->mutable_append()->Swap(&p.request);
+    if (p.retry > 0) MarkRetry(append->mutable_append(), p.first_attempt_ms);
     p.stream = stream_number_;
     p.sent = ++sendings_;
     on_wire_.push_back(OnWire{

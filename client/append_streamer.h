@@ -66,6 +66,7 @@ class AppendStreamer {
     Clock::time_point deadline;
     Done done;
     int retry = 0;
+    int64_t first_attempt_ms = 0;  // a retry says it (MarkRetry)
     Clock::time_point not_before;  // a retry waits until then
     uint64_t stream = 0;           // the stream it was written on; 0 while not on the wire
     uint64_t sent = 0;             // which sending it is (its entry in on_wire_)

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "absl/status/status.h"
+#include "wal/v1/wal.pb.h"
 
 namespace wal {
 
@@ -54,5 +55,20 @@ struct RetryPolicy {
     return wait;
   }
 };
+
+// Now, in ms since the Unix epoch: when an append's first attempt is sent.
+inline int64_t UnixMillis() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// Marks an append about to be sent again: walserver then answers the entries an earlier attempt
+// wrote with their ids instead of writing them twice. The earliest first attempt stays.
+inline void MarkRetry(v1::AppendRequest* request, int64_t first_attempt_ms) {
+  if (request->first_attempt_ms() == 0) {
+    request->set_first_attempt_ms(static_cast<uint64_t>(first_attempt_ms));
+  }
+}
 
 }  // namespace wal

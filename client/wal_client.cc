@@ -195,7 +195,9 @@ absl::StatusOr<std::vector<uint64_t>> Client::Append(v1::AppendRequest request) 
                       });
     return answered.get_future().get();
   }
+  const int64_t first_attempt_ms = UnixMillis();
   for (int retry = 0;; ++retry) {
+    if (retry > 0) MarkRetry(&request, first_attempt_ms);
     grpc::ClientContext ctx;
     ctx.set_deadline(AttemptDeadline(deadline));
     Prepare(ctx);
@@ -227,6 +229,7 @@ struct Client::AsyncAppend {
   v1::AppendRequest request;
   system_clock::time_point deadline;
   int retry = 0;
+  int64_t first_attempt_ms = 0;
   std::unique_ptr<grpc::ClientContext> ctx ABSL_GUARDED_BY(handoff);  // one per attempt
   v1::AppendResponse response;
   std::function<void(absl::StatusOr<std::vector<uint64_t>>)> done;
@@ -254,6 +257,7 @@ void Client::AppendUnaryAsync(v1::AppendRequest request, system_clock::time_poin
   auto call = std::make_shared<AsyncAppend>();
   call->request = std::move(request);
   call->deadline = deadline;
+  call->first_attempt_ms = UnixMillis();
   call->done = std::move(done);
   StartAsyncAttempt(std::move(call));
 }
@@ -288,6 +292,7 @@ void Client::OnAsyncAttemptDone(std::shared_ptr<AsyncAppend> call, const grpc::S
     call->done(FromGrpcStatus(status));
     return;
   }
+  MarkRetry(&call->request, call->first_attempt_ms);  // gRPC is done with this attempt's request
   // The gRPC thread must not block: an alarm starts the next attempt. The alarm's callback holds
   // the call until it fires, then hands it on (so the call does not keep itself alive).
   AsyncAppend* raw = call.get();

@@ -41,6 +41,7 @@ void WalCore::Close() {
   index_store_.reset();  // after its last save (begun by StopReads, or now)
   reader_.reset();
   writer_.reset();
+  retried_.reset();
   meta_.reset();
   admin_.reset();
   mock_.reset();
@@ -54,6 +55,7 @@ void WalCore::StopReads() {
 
 void WalCore::FailPending() {
   if (writer_) writer_->FailPending();
+  if (retried_) retried_->Stop();
   if (meta_) meta_->FailPending();
 }
 
@@ -270,6 +272,18 @@ void WalCore::StartReader(const ServerOptions& o, ReaderOptions reader_options) 
   reader_kafka_ = WithUserProperties(reader_kafka_, o);
   reader_ =
       std::make_unique<EntryReader>(reader_kafka_, reader_options, meta_.get(), &metrics_, o.name);
+  StartRetriedEntries(o, reader_options.acknowledged_end);
+}
+
+void WalCore::StartRetriedEntries(const ServerOptions& o,
+                                  std::function<int64_t(const Slot&)> acknowledged_end) {
+  RetriedEntriesOptions retried;
+  retried.consumer = reader_kafka_;  // they read what the reader reads
+  retried.admin = admin_.get();
+  retried.offsets_for_times = mock_ == nullptr;
+  retried.acknowledged_end = std::move(acknowledged_end);
+  retried.name = o.name;
+  retried_ = std::make_unique<RetriedEntries>(std::move(retried));
 }
 
 bool WalCore::KeepsIndexes(const ServerOptions& o) const {

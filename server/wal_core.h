@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "server/kafka/mock_cluster.h"
 #include "server/log/entry_reader.h"
 #include "server/log/entry_writer.h"
+#include "server/log/retried_entries.h"
 #include "server/meta/meta_store.h"
 #include "server/server_options.h"
 
@@ -31,7 +33,8 @@ class WalCore {
   // Ends every read at once (shutdown: a following read would hold the grace period), and
   // saves the slot indexes a last time meanwhile.
   void StopReads();
-  // Fails every call still waiting on Kafka (shutdown, once the grace period is over).
+  // Fails every call still waiting on Kafka (shutdown, once the grace period is over), and
+  // every retry still looking for its first copies.
   void FailPending();
   // Closes the reader, the writer, the namespace table and the Kafka clients, in that order.
   // The metrics' counters stay readable; nothing else may be used after (nor Metrics::Render:
@@ -50,6 +53,7 @@ class WalCore {
   MetaStore& meta() { return *meta_; }
   EntryWriter& writer() { return *writer_; }
   EntryReader& reader() { return *reader_; }
+  RetriedEntries& retried() { return *retried_; }
 
  private:
   WalCore() = default;
@@ -60,6 +64,9 @@ class WalCore {
   absl::Status OpenNamespaceTable(const ServerOptions& o);
   absl::Status StartWriter(const ServerOptions& o);
   void StartReader(const ServerOptions& o, ReaderOptions reader_options);
+  // With the reader's consumer settings, and its idea of what the writer acknowledged.
+  void StartRetriedEntries(const ServerOptions& o,
+                           std::function<int64_t(const Slot&)> acknowledged_end);
   absl::Status StartIndexStore(const ServerOptions& o);
   // PrepareTopics' parts: the topics walserver needs (the data topics first), and a failure to
   // make or check them restated with the options that fix it.
@@ -81,6 +88,8 @@ class WalCore {
   std::unique_ptr<MetaStore> meta_;
   std::unique_ptr<EntryWriter> writer_;
   std::unique_ptr<EntryReader> reader_;
+  // Closed after the writer, whose pending callbacks hold its claims.
+  std::unique_ptr<RetriedEntries> retried_;
   std::unique_ptr<SlotIndexStore> index_store_;  // real Kafka with --read_index only
 };
 

@@ -361,7 +361,8 @@ absl::Status WalServer::StartGrpc(const ServerOptions& o) {
   auto tcp_credentials = TcpCredentials(o);
   if (!tcp_credentials.ok()) return tcp_credentials.status();
   service_ = std::make_unique<WalServiceImpl>(*service_options, &core_->meta(), &core_->writer(),
-                                              &core_->reader(), core_->admin(), &core_->metrics());
+                                              &core_->retried(), &core_->reader(), core_->admin(),
+                                              &core_->metrics());
   // Our own health service reports the namespace table's state, and reflection can describe it.
   grpc::EnableDefaultHealthCheckService(false);
   health_ = std::make_unique<HealthService>([meta = &core_->meta()] { return meta->Health(); });

@@ -46,6 +46,7 @@ class WalServer {
   const EntryReader& reader() const { return core_->reader(); }
   const Metrics& metrics() const { return core_->metrics(); }
   const EntryWriter& writer() const { return core_->writer(); }
+  const RetriedEntries& retried_entries() const { return core_->retried(); }
 
  private:
   WalServer() = default;

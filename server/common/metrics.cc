@@ -69,6 +69,12 @@ constexpr Family kFamilies[] = {
     {"walserver_append_checksum_mismatches_total", "counter",
      "Append calls refused with INVALID_ARGUMENT because an entry's data did not match the "
      "crc32c its appender sent (corrupted on the way)."},
+    {"walserver_append_retries_looked_up_total", "counter",
+     "Retried appends (or appends of entries in flight here already) that looked for the copies "
+     "their earlier attempts wrote, before writing the others."},
+    {"walserver_append_retried_entries_found_total", "counter",
+     "Entries of retried appends found written already: answered with that copy's id, not "
+     "written again."},
     {"walserver_appends_in_flight", "gauge", "Append calls waiting for Kafka."},
     {"walserver_append_bytes_in_flight", "gauge", "Entry bytes of appends waiting for Kafka."},
     {"walserver_append_bytes_in_flight_limit", "gauge",
@@ -361,6 +367,10 @@ void Metrics::RenderCounters(MetricWriter& w) const {
   w.Sample("walserver_appends_fenced_total", {}, static_cast<double>(appends_fenced.load()));
   w.Sample("walserver_append_checksum_mismatches_total", {},
            static_cast<double>(append_checksum_mismatches.load()));
+  w.Sample("walserver_append_retries_looked_up_total", {},
+           static_cast<double>(append_retries_looked_up.load()));
+  w.Sample("walserver_append_retried_entries_found_total", {},
+           static_cast<double>(append_retried_entries_found.load()));
   w.Sample("walserver_pruned_records_total", {}, static_cast<double>(pruned_records.load()));
   w.Sample("walserver_prune_refusals_total", {}, static_cast<double>(prune_refusals.load()));
   w.Sample("walserver_prune_logical", {}, static_cast<double>(prune_logical.load()));

@@ -39,6 +39,16 @@ class RefusedStream final
   void OnDone() override { delete this; }
 };
 
+// How far ahead of this walserver's clock a retry's first attempt may lie (the appender's clock
+// may run ahead of it).
+constexpr int64_t kMaxFirstAttemptAheadMs = 10 * 60 * 1000;
+
+int64_t UnixNowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 }  // namespace
 
 Clock::time_point SteadyDeadline(const grpc::CallbackServerContext& ctx) {
@@ -51,10 +61,12 @@ Clock::time_point SteadyDeadline(const grpc::CallbackServerContext& ctx) {
 }
 
 WalServiceImpl::WalServiceImpl(ServiceOptions options, MetaStore* meta, EntryWriter* writer,
-                               EntryReader* reader, rd_kafka_t* kafka, Metrics* metrics)
+                               RetriedEntries* retried, EntryReader* reader, rd_kafka_t* kafka,
+                               Metrics* metrics)
     : options_(options),
       meta_(meta),
       writer_(writer),
+      retried_(retried),
       reader_(reader),
       slot_ends_(kafka),
       metrics_(metrics),
@@ -91,6 +103,15 @@ absl::StatusOr<NamespaceState> WalServiceImpl::Lookup(uint64_t namespace_id,
 absl::Status WalServiceImpl::PrepareAppend(const v1::AppendRequest& request,
                                            std::vector<AppendItem>* items, bool* epoch_ahead) {
   if (request.entries().empty()) return absl::InvalidArgumentError("the append carries no entries");
+  if (const int64_t ahead_ms = static_cast<int64_t>(request.first_attempt_ms()) - UnixNowMs();
+      ahead_ms > kMaxFirstAttemptAheadMs) {
+    // A retry looks for copies written since its first attempt: one from the future finds none.
+    return absl::InvalidArgumentError(
+        absl::StrCat("first_attempt_ms is ", ahead_ms,
+                     " ms ahead of this walserver's clock (at most ", kMaxFirstAttemptAheadMs,
+                     " allowed): it must be when the append's first attempt was sent, "
+                     "in ms since the Unix epoch; nothing was written"));
+  }
   items->clear();
   items->reserve(request.entries_size());
   // The namespaces of this request with their routes; usually one, so a linear search.
@@ -149,7 +170,8 @@ void WalServiceImpl::Refuse(Clock::time_point arrived, const AppendDone& done,
 }
 
 void WalServiceImpl::StartAppend(Clock::time_point arrived, Clock::time_point deadline,
-                                 std::vector<AppendItem> items, AppendDone done) {
+                                 std::vector<AppendItem> items,
+                                 std::shared_ptr<RetriedEntries::Claim> claim, AppendDone done) {
   uint64_t bytes = 0;
   for (const AppendItem& item : items) bytes += item.data.size();
   // Backpressure: past the cap, say so instead of queueing without bound. A request alone always
@@ -170,14 +192,16 @@ void WalServiceImpl::StartAppend(Clock::time_point arrived, Clock::time_point de
   // The bytes count until librdkafka has reported every record, which may be after the answer
   // (a caller's deadline before --append_timeout_ms): the writer drops the callback only then.
   auto held = std::make_shared<HeldBytes>(inflight_append_bytes_, bytes);
+  // So is the claim on the entries' sequences: a retry waits for the records' outcome.
   writer_->Append(std::move(items), deadline,
-                  [this, bytes, handed, held = std::move(held),
+                  [this, bytes, handed, held = std::move(held), claim = std::move(claim),
                    done = std::move(done)](absl::StatusOr<std::vector<uint64_t>> ids) {
                     stages_.Record(AppendStage::kKafka, Clock::now() - handed);
                     --metrics_->appends_in_flight;
                     if (ids.ok()) {
                       metrics_->append_bytes += bytes;
                       metrics_->append_entries += ids->size();
+                      claim->Written(*ids);
                     }
                     done(std::move(ids));
                   });
@@ -195,7 +219,7 @@ void WalServiceImpl::DoAppend(std::shared_ptr<const v1::AppendRequest> request,
     return;
   }
   if (status.ok() && !epoch_ahead) {
-    StartAppend(arrived, deadline, std::move(items), std::move(done));
+    WriteOnce(arrived, deadline, std::move(request), std::move(items), std::move(done));
     return;
   }
   // A namespace or an epoch this server has not seen: another server may have just created or
@@ -219,8 +243,59 @@ void WalServiceImpl::DoAppend(std::shared_ptr<const v1::AppendRequest> request,
       Refuse(arrived, done, std::move(s));
       return;
     }
-    StartAppend(arrived, deadline, std::move(items), std::move(done));
+    WriteOnce(arrived, deadline, request, std::move(items), std::move(done));
   });
+}
+
+void WalServiceImpl::WriteOnce(Clock::time_point arrived, Clock::time_point deadline,
+                               std::shared_ptr<const v1::AppendRequest> request,
+                               std::vector<AppendItem> items, AppendDone done) {
+  if (request->first_attempt_ms() == 0) {
+    if (std::shared_ptr<RetriedEntries::Claim> claim = retried_->ClaimFirstAttempt(items)) {
+      StartAppend(arrived, deadline, std::move(items), std::move(claim), std::move(done));
+      return;
+    }
+  }
+  ++metrics_->append_retries_looked_up;
+  std::vector<AppendItem> looked_up = items;  // views into `request`, which the lambda keeps
+  retried_->Look(std::move(looked_up), static_cast<int64_t>(request->first_attempt_ms()), deadline,
+                 [this, request, arrived, deadline, items = std::move(items),
+                  done = std::move(done)](absl::StatusOr<RetriedEntries::Found> found,
+                                          std::shared_ptr<RetriedEntries::Claim> claim) mutable {
+                   if (!found.ok()) {
+                     Refuse(arrived, done, found.status());
+                     return;
+                   }
+                   std::vector<AppendItem> rest;
+                   for (size_t i = 0; i < items.size(); ++i) {
+                     if (!(*found)[i]) rest.push_back(items[i]);
+                   }
+                   metrics_->append_retried_entries_found += items.size() - rest.size();
+                   // Every id: the found ones, and the written ones in their places.
+                   auto merge = [found = *std::move(found)](std::vector<uint64_t> written) {
+                     std::vector<uint64_t> ids;
+                     ids.reserve(found.size());
+                     size_t next = 0;
+                     for (const std::optional<uint64_t>& id : found) {
+                       ids.push_back(id ? *id : written[next++]);
+                     }
+                     return ids;
+                   };
+                   if (rest.empty()) {
+                     stages_.Record(AppendStage::kStart, Clock::now() - arrived);
+                     done(merge({}));
+                     return;
+                   }
+                   StartAppend(arrived, deadline, std::move(rest), std::move(claim),
+                               [merge = std::move(merge),
+                                done = std::move(done)](absl::StatusOr<std::vector<uint64_t>> ids) {
+                                 if (!ids.ok()) {
+                                   done(ids.status());
+                                   return;
+                                 }
+                                 done(merge(*std::move(ids)));
+                               });
+                 });
 }
 
 grpc::ServerUnaryReactor* WalServiceImpl::Append(grpc::CallbackServerContext* ctx,

@@ -24,6 +24,7 @@
 #include "server/kafka/slot_ends.h"
 #include "server/log/entry_reader.h"
 #include "server/log/entry_writer.h"
+#include "server/log/retried_entries.h"
 #include "server/meta/meta_store.h"
 #include "server/meta/shared_catch_up.h"
 #include "server/rpc/append_stages.h"
@@ -57,8 +58,8 @@ class WalServiceImpl final : public WalServiceBase {
   using AppendDone = std::function<void(absl::StatusOr<std::vector<uint64_t>>)>;
 
   // `kafka` is any client handle, used for watermark queries.
-  WalServiceImpl(ServiceOptions options, MetaStore* meta, EntryWriter* writer, EntryReader* reader,
-                 rd_kafka_t* kafka, Metrics* metrics);
+  WalServiceImpl(ServiceOptions options, MetaStore* meta, EntryWriter* writer,
+                 RetriedEntries* retried, EntryReader* reader, rd_kafka_t* kafka, Metrics* metrics);
 
   grpc::ServerUnaryReactor* CreateNamespace(grpc::CallbackServerContext* ctx,
                                             const v1::CreateNamespaceRequest* request,
@@ -123,8 +124,15 @@ class WalServiceImpl final : public WalServiceBase {
   void Refuse(Clock::time_point arrived, const AppendDone& done, absl::Status status);
   // Hands prepared items to the writer (after the in-flight cap); `done` runs exactly once.
   // `arrived`: when the server read the append, for its start stage.
+  // `claim` holds the stamped items' sequences until their records are reported.
   void StartAppend(Clock::time_point arrived, Clock::time_point deadline,
-                   std::vector<AppendItem> items, AppendDone done);
+                   std::vector<AppendItem> items, std::shared_ptr<RetriedEntries::Claim> claim,
+                   AppendDone done);
+  // Writes a first attempt; a retry (or an append whose entries are in flight here already)
+  // first looks for the copies written before, and writes only the others.
+  void WriteOnce(Clock::time_point arrived, Clock::time_point deadline,
+                 std::shared_ptr<const v1::AppendRequest> request, std::vector<AppendItem> items,
+                 AppendDone done);
   // Runs `work` on the admin pool and finishes the call with its status.
   grpc::ServerUnaryReactor* Defer(grpc::CallbackServerContext* ctx,
                                   std::function<absl::Status(Clock::time_point)> work);
@@ -142,6 +150,7 @@ class WalServiceImpl final : public WalServiceBase {
   const BearerToken auth_{options_.auth_token};
   MetaStore* const meta_;
   EntryWriter* const writer_;
+  RetriedEntries* const retried_;
   EntryReader* const reader_;
   mutable SlotEnds slot_ends_;  // on `kafka`
   Metrics* const metrics_;

@@ -30,6 +30,7 @@ class ContractTest : public ::testing::Test {
   }
 
   void StartServer(const ServerOptions& options) {
+    server_options_ = options;
     auto server = WalServer::Start(options);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = std::move(*server);
@@ -68,6 +69,7 @@ class ContractTest : public ::testing::Test {
   }
 
   std::unique_ptr<WalServer> server_;
+  ServerOptions server_options_;  // what server_ started with
   std::unique_ptr<Client> client_;
 };
 

@@ -5,11 +5,14 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <optional>
+#include <random>
 #include <set>
 #include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "client/retry.h"
 #include "server/kafka/admin.h"
 #include "server/kafka/client.h"
 #include "server/wal_server.h"
@@ -132,6 +135,76 @@ TEST_F(KafkaProcessTest, TwoServersRacingOnCreateAgree) {
     EXPECT_EQ(ns->topic(), ra[i]->ns.topic());
     EXPECT_EQ(ns->partition(), ra[i]->ns.partition());
   }
+}
+
+// 200 appends of one writer: a third of the first attempts given 1-5 ms (the appender gives up;
+// the entry may land), five of them with walserver killed -9 right after and started again, each
+// retried with the same sequence until answered. Every answer names the copy reads deliver, and
+// the log holds each entry once, so a read from any id delivers each sequence once.
+TEST_F(KafkaProcessTest, RetriesAcrossKillsWriteEachEntryOnce) {
+  auto server = StartServer();
+  ASSERT_NE(server, nullptr);
+  auto client = Connect(server->address());
+  auto created = client->CreateNamespace(1);
+  ASSERT_TRUE(created.ok()) << created.status();
+  constexpr uint64_t kWriter = 91;
+  constexpr uint64_t kEntries = 200;
+  std::mt19937 rng(91);
+  const auto attempt = [&](const v1::AppendRequest& request,
+                           std::chrono::milliseconds timeout) -> std::optional<uint64_t> {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + timeout);
+    v1::AppendResponse response;
+    if (!client->stub().Append(&ctx, request, &response).ok()) return std::nullopt;
+    return response.entry_ids(0);
+  };
+  std::map<uint64_t, uint64_t> answered;  // sequence -> id
+  int kills = 0;
+  int short_attempts = 0;
+  for (uint64_t seq = 1; seq <= kEntries; ++seq) {
+    v1::AppendRequest request;
+    request.set_writer_id(kWriter);
+    v1::Entry* e = request.add_entries();
+    e->set_namespace_id(1);
+    e->set_sequence(seq);
+    e->set_data(absl::StrCat("entry ", seq));
+    const int64_t first_attempt_ms = UnixMillis();
+    const bool kill = seq % 40 == 20;
+    const bool hurried = kill || rng() % 3 == 0;
+    std::optional<uint64_t> id =
+        attempt(request, hurried ? std::chrono::milliseconds(1 + rng() % 5) : seconds(10));
+    if (hurried) ++short_attempts;
+    if (kill) {
+      ++kills;
+      server->Kill();
+      ASSERT_TRUE(server->Restart().ok());
+    }
+    request.set_first_attempt_ms(first_attempt_ms);
+    for (int retry = 0; !id && retry < 50; ++retry) {
+      id = attempt(request, seconds(10));
+      if (!id) std::this_thread::sleep_for(std::chrono::milliseconds(100));  // a backoff
+    }
+    ASSERT_TRUE(id.has_value()) << "sequence " << seq << " never answered";
+    answered[seq] = *id;
+  }
+  EXPECT_EQ(kills, 5);
+  EXPECT_GE(short_attempts, 40);
+
+  auto entries = client->ReadAll(1);
+  ASSERT_TRUE(entries.ok()) << entries.status();
+  std::map<uint64_t, uint64_t> read;  // sequence -> id
+  for (const v1::Entry& entry : *entries) read.emplace(entry.sequence(), entry.entry_id());
+  EXPECT_EQ(entries->size(), kEntries);
+  EXPECT_EQ(read, answered) << "each answer names the copy reads deliver";
+  auto copies = EntryCopies(brokers_, created->ns.topic(), created->ns.partition());
+  ASSERT_TRUE(copies.ok()) << copies.status();
+  int written_twice = 0;
+  for (uint64_t seq = 1; seq <= kEntries; ++seq) {
+    const int n = (*copies)[{1, kWriter, seq}];
+    EXPECT_EQ(n, 1) << "sequence " << seq;
+    if (n > 1) ++written_twice;
+  }
+  EXPECT_EQ(written_twice, 0);
 }
 
 TEST_F(KafkaProcessTest, RestartKeepsTableTruncationAndEntries) {

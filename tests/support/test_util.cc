@@ -22,7 +22,9 @@
 #include "absl/strings/str_cat.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/support/client_interceptor.h"
+#include "server/common/namespace_key.h"
 #include "server/kafka/admin.h"
+#include "server/log/record_format.h"
 
 namespace wal::testing {
 
@@ -193,6 +195,30 @@ absl::StatusOr<std::vector<RawRecord>> ReadSlotRaw(const std::string& bootstrap,
     if (msg->offset + 1 >= marks->high) return out;
   }
   return absl::DeadlineExceededError("reading the slot took over 60 s");
+}
+
+absl::StatusOr<std::map<EntryName, int>> EntryCopies(const std::string& bootstrap,
+                                                     const std::string& topic, int32_t partition) {
+  absl::StatusOr<std::vector<RawRecord>> records = ReadSlotRaw(bootstrap, topic, partition);
+  if (!records.ok()) return records.status();
+  std::map<EntryName, int> copies;
+  const auto count = [&](uint64_t ns, std::string_view value) {
+    absl::StatusOr<DecodedRecord> record = DecodeRecord(value);
+    if (!record.ok()) return;
+    const RecordKind kind = record->header.kind;
+    if (kind != RecordKind::kFull && kind != RecordKind::kFirst) return;
+    ++copies[{ns, record->header.stamp.writer_id, record->header.stamp.sequence}];
+  };
+  for (const RawRecord& r : *records) {
+    if (IsPackedRecord(r.value)) {
+      std::vector<PackedPart> parts;
+      if (absl::Status s = DecodePacked(r.value, &parts); !s.ok()) return s;
+      for (const PackedPart& part : parts) count(part.namespace_id, part.record);
+    } else if (std::optional<uint64_t> ns = DecodeKey(r.key.data(), r.key.size())) {
+      count(*ns, r.value);
+    }
+  }
+  return copies;
 }
 
 std::vector<std::string> KafkaServerArgs(const std::string& brokers, const std::string& prefix) {

@@ -124,7 +124,7 @@ impl Sink {
                     })
                     .collect();
                 client
-                    .append(AppendRequest { entries, writer_id: 0 })
+                    .append(AppendRequest { entries, ..Default::default() })
                     .await
                     .map(|_| ())
                     .map_err(|s| format!("walserver append: {s}"))

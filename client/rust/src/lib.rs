@@ -59,10 +59,12 @@
 //! Every entry this client appends carries the client's writer id and a sequence number per
 //! namespace (1, 2, 3...). [`Client::append`] retries after `Unavailable`, and after an attempt
 //! ran out of time ([`ClientOptions::append_attempt_timeout`]), with the same writer id and
-//! sequences, until the call's deadline. A read returns an entry appended more than once only
-//! once: the first copy at or after the read's start. So a retry never shows up twice, even when
-//! the first attempt was written and only its answer was lost, or walserver restarted in
-//! between. The ids an append returns are those of the copy it wrote.
+//! sequences, until the call's deadline, saying when its first attempt was sent. walserver then
+//! answers each entry an earlier attempt wrote with that copy's id and writes only the others,
+//! also when it restarted in between or the retry reached another walserver on the same topics:
+//! the entry is in the log once, and the id an append returns is the one reads give it. Reads
+//! still drop a second copy that slipped in (a first copy still on its way in another process
+//! when the retry looked), so a retry never shows up twice.
 //!
 //! # Checksums
 //!

@@ -234,7 +234,7 @@ impl LogStore {
                 .into_iter()
                 .map(|e| Entry { namespace_id: e.namespace_id, data: e.data, ..Default::default() })
                 .collect(),
-            writer_id: 0,
+            ..Default::default()
         };
         // Sequences fixed once, so that the append sent again after creating regions is the
         // same append.
