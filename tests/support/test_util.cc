@@ -202,12 +202,30 @@ absl::StatusOr<std::map<EntryName, int>> EntryCopies(const std::string& bootstra
   absl::StatusOr<std::vector<RawRecord>> records = ReadSlotRaw(bootstrap, topic, partition);
   if (!records.ok()) return records.status();
   std::map<EntryName, int> copies;
+  // Split entries under way, by session and nonce: the entry, and the chunk that comes next.
+  std::map<std::pair<uint64_t, uint64_t>, std::pair<EntryName, uint32_t>> started;
   const auto count = [&](uint64_t ns, std::string_view value) {
     absl::StatusOr<DecodedRecord> record = DecodeRecord(value);
     if (!record.ok()) return;
-    const RecordKind kind = record->header.kind;
-    if (kind != RecordKind::kFull && kind != RecordKind::kFirst) return;
-    ++copies[{ns, record->header.stamp.writer_id, record->header.stamp.sequence}];
+    const RecordHeader& h = record->header;
+    const EntryName name{ns, h.stamp.writer_id, h.stamp.sequence};
+    const std::pair<uint64_t, uint64_t> entry{h.source.session, h.entry_nonce};
+    if (h.kind == RecordKind::kFull) {
+      ++copies[name];
+    } else if (h.kind == RecordKind::kFirst) {
+      started[entry] = {name, 1};
+    } else if (h.kind == RecordKind::kMiddle || h.kind == RecordKind::kLast) {
+      auto it = started.find(entry);
+      if (it == started.end()) return;
+      if (h.chunk_index != it->second.second) {
+        started.erase(it);  // torn
+      } else if (h.kind == RecordKind::kMiddle) {
+        ++it->second.second;
+      } else {
+        ++copies[it->second.first];
+        started.erase(it);
+      }
+    }
   };
   for (const RawRecord& r : *records) {
     if (IsPackedRecord(r.value)) {

@@ -99,8 +99,9 @@ struct RawRecord {
 // Every record of a slot, straight from Kafka (what a checker compares walserver's reads with).
 absl::StatusOr<std::vector<RawRecord>> ReadSlotRaw(const std::string& bootstrap,
                                                    const std::string& topic, int32_t partition);
-// How many copies of each entry (namespace, writer id, sequence) a slot holds, straight from
-// Kafka: the records that begin an entry, packed or not. A retry written a second time counts 2.
+// How many whole copies of each entry (namespace, writer id, sequence) a slot holds, straight
+// from Kafka, packed or not; a split entry torn by a crash is no copy (reads skip it). A retry
+// written a second time counts 2.
 using EntryName = std::tuple<uint64_t, uint64_t, uint64_t>;
 absl::StatusOr<std::map<EntryName, int>> EntryCopies(const std::string& bootstrap,
                                                      const std::string& topic, int32_t partition);
