@@ -6,6 +6,8 @@
 
 #include <atomic>
 #include <functional>
+#include <map>
+#include <random>
 #include <set>
 #include <thread>
 
@@ -300,6 +302,123 @@ TEST_F(ContractTest, ARetryWaitsForItsFirstCopyInFlight) {
   EXPECT_EQ(NextEntryId(*client_, 5), end + 1) << "one copy in the log";
 }
 #endif
+
+// Random appends of one writer to two namespaces: answers lost (ignored, or a 1 ms deadline that
+// may end the attempt before or after the entry is written), retries of lost and of answered
+// appends, several retries of one entry at once, truncations, and acquisitions that raise the
+// epoch (retries of older epochs are then refused). Every answer for an entry names one id, the
+// one reads give, and each entry is in the log at most once.
+TEST_F(ContractTest, RandomRetriesTruncationsAndFencesLeaveEachEntryOnce) {
+  constexpr uint64_t kWriter = 61;
+  const std::vector<uint64_t> namespaces = {6, 7};
+  for (uint64_t ns : namespaces) Create(ns);
+  std::mt19937 rng(61);
+  struct Sent {
+    v1::AppendRequest request;
+    int64_t first_attempt_ms = 0;
+  };
+  std::map<std::pair<uint64_t, uint64_t>, Sent> sent;                   // (ns, seq): its append
+  std::map<std::pair<uint64_t, uint64_t>, std::set<uint64_t>> answers;  // (ns, seq): ids given
+  std::map<uint64_t, uint64_t> next_sequence;
+  std::map<uint64_t, uint64_t> epoch;
+  const auto send = [&](const v1::AppendRequest& request, std::chrono::milliseconds timeout,
+                        bool keep_answer) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + timeout);
+    v1::AppendResponse response;
+    const grpc::Status status = client_->stub().Append(&ctx, request, &response);
+    if (!status.ok() || !keep_answer) return status.error_code();
+    for (int i = 0; i < request.entries_size(); ++i) {
+      const v1::Entry& e = request.entries(i);
+      answers[{e.namespace_id(), e.sequence()}].insert(response.entry_ids(i));
+    }
+    return status.error_code();
+  };
+  const auto retry = [&](const Sent& s) {
+    v1::AppendRequest again = s.request;
+    again.set_first_attempt_ms(static_cast<uint64_t>(s.first_attempt_ms));
+    return send(again, seconds(30), true);
+  };
+  int refused_as_fenced = 0;
+  for (int op = 0; op < 200; ++op) {
+    const uint64_t ns = namespaces[rng() % namespaces.size()];
+    const int kind = static_cast<int>(rng() % 100);
+    if (kind < 50 || sent.empty()) {  // a new append of 1-3 entries, its answer perhaps lost
+      Sent s;
+      s.request.set_writer_id(kWriter);
+      for (int n = 1 + static_cast<int>(rng() % 3); n > 0; --n) {
+        v1::Entry* e = s.request.add_entries();
+        e->set_namespace_id(ns);
+        e->set_sequence(++next_sequence[ns]);
+        e->set_epoch(epoch[ns]);
+        e->set_data(absl::StrCat("ns ", ns, " seq ", e->sequence()));
+      }
+      s.first_attempt_ms = UnixMillis();
+      const bool lost = rng() % 3 == 0;
+      send(s.request, lost && rng() % 2 == 0 ? milliseconds(1) : seconds(30), !lost);
+      for (const v1::Entry& e : s.request.entries()) sent[{ns, e.sequence()}] = s;
+    } else if (kind < 88) {  // a retry of any append sent, sometimes three at once
+      auto it = std::next(sent.begin(), static_cast<long>(rng() % sent.size()));
+      std::vector<grpc::StatusCode> codes(rng() % 4 == 0 ? 3 : 1);
+      std::vector<std::thread> at_once;
+      for (auto& code : codes) at_once.emplace_back([&, s = it->second] { code = retry(s); });
+      for (auto& t : at_once) t.join();
+      for (grpc::StatusCode code : codes) {
+        if (code == grpc::StatusCode::FAILED_PRECONDITION) {
+          ++refused_as_fenced;  // written under an epoch acquired away since
+        } else {
+          EXPECT_EQ(code, grpc::StatusCode::OK);
+        }
+      }
+    } else if (kind < 98) {  // truncate at an entry answered
+      auto info = client_->GetNamespace(ns);
+      ASSERT_TRUE(info.ok()) << info.status();
+      if (info->next_entry_id() > info->first_entry_id()) {
+        const uint64_t span = info->next_entry_id() - info->first_entry_id();
+        ASSERT_TRUE(client_->Truncate(ns, info->first_entry_id() + rng() % span).ok());
+      }
+    } else {  // acquire: a new epoch fences the appends of older ones
+      auto acquired = client_->AcquireNamespace(ns);
+      ASSERT_TRUE(acquired.ok()) << acquired.status();
+      epoch[ns] = acquired->epoch;
+    }
+  }
+  // Every entry sent is retried until answered (or refused as fenced).
+  for (const auto& [key, s] : sent) {
+    if (answers.count(key) == 0 && retry(s) == grpc::StatusCode::FAILED_PRECONDITION) {
+      ++refused_as_fenced;
+    }
+  }
+  std::map<EntryName, int> all;
+  for (int t = 0; t < server_options_.topic_count; ++t) {
+    for (int p = 0; p < server_options_.partitions_per_topic; ++p) {
+      auto slot = EntryCopies(Bootstrap(), absl::StrCat(server_options_.topic_prefix, "_", t), p);
+      ASSERT_TRUE(slot.ok()) << slot.status();
+      for (const auto& [name, n] : *slot) all[name] += n;
+    }
+  }
+  for (const auto& [key, ids] : answers) {
+    EXPECT_EQ(ids.size(), 1u) << "namespace " << key.first << " sequence " << key.second;
+    EXPECT_EQ((all[{key.first, kWriter, key.second}]), 1)
+        << "namespace " << key.first << " sequence " << key.second;
+  }
+  for (const auto& [name, n] : all) {
+    EXPECT_LE(n, 1) << "namespace " << std::get<0>(name) << " sequence " << std::get<2>(name);
+  }
+  // Reads from the truncation point on give the ids the answers gave.
+  for (uint64_t ns : namespaces) {
+    auto entries = client_->ReadAll(ns);
+    ASSERT_TRUE(entries.ok()) << entries.status();
+    for (const v1::Entry& e : *entries) {
+      const auto it = answers.find({ns, e.sequence()});
+      if (it == answers.end()) continue;  // written under a fenced epoch, its retry refused
+      EXPECT_EQ(*it->second.begin(), e.entry_id()) << "namespace " << ns;
+    }
+  }
+  EXPECT_GT(answers.size(), 120u);
+  std::cerr << "RESULT " << sent.size() << " entries, " << answers.size() << " answered, "
+            << refused_as_fenced << " retries refused as fenced\n";
+}
 
 // Unary appends lose every third answer; on the append stream every third message of answers is
 // lost with its stream.
