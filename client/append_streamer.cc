@@ -61,7 +61,7 @@ void AppendStreamer::Append(v1::AppendRequest request, Clock::time_point deadlin
   const uint64_t id = next_id_++;
   Pending& p = pending_[id];
   p.request = std::move(request);
-  p.first_attempt_ms = UnixMillis();
+  p.first_attempt = std::chrono::steady_clock::now();
   p.deadline = deadline;
   p.deadline_entry = deadlines_.emplace(deadline, id);
   p.done = std::move(done);
@@ -167,7 +167,7 @@ void AppendStreamer::SendAllAsUnary(std::unique_lock<std::mutex>& lock) {
   retries_.clear();
   lock.unlock();
   for (auto& [id, p] : moved) {
-    if (p.retry > 0) MarkRetry(&p.request, p.first_attempt_ms);
+    if (p.retry > 0) MarkRetry(&p.request, p.first_attempt);
     SendUnary(std::move(p.request), p.deadline, std::move(p.done));
   }
   lock.lock();
@@ -217,7 +217,7 @@ v1::AppendStreamRequest AppendStreamer::GatherMessage() {
     // Lent to the message without a copy; SenderLoop gives it back after the write, before the
     // append can be sent again (only the sender sends).
     append->mutable_append()->Swap(&p.request);
-    if (p.retry > 0) MarkRetry(append->mutable_append(), p.first_attempt_ms);
+    if (p.retry > 0) MarkRetry(append->mutable_append(), p.first_attempt);
     p.stream = stream_number_;
     p.sent = ++sendings_;
     on_wire_.push_back(OnWire{

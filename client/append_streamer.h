@@ -66,10 +66,10 @@ class AppendStreamer {
     Clock::time_point deadline;
     Done done;
     int retry = 0;
-    int64_t first_attempt_ms = 0;  // a retry says it (MarkRetry)
-    Clock::time_point not_before;  // a retry waits until then
-    uint64_t stream = 0;           // the stream it was written on; 0 while not on the wire
-    uint64_t sent = 0;             // which sending it is (its entry in on_wire_)
+    std::chrono::steady_clock::time_point first_attempt;  // a retry says how long ago (MarkRetry)
+    Clock::time_point not_before;                         // a retry waits until then
+    uint64_t stream = 0;  // the stream it was written on; 0 while not on the wire
+    uint64_t sent = 0;    // which sending it is (its entry in on_wire_)
     std::multimap<Clock::time_point, uint64_t>::iterator deadline_entry;
   };
   struct Completion {

@@ -56,19 +56,14 @@ struct RetryPolicy {
   }
 };
 
-// Now, in ms since the Unix epoch: when an append's first attempt is sent.
-inline int64_t UnixMillis() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-// Marks an append about to be sent again: walserver then answers the entries an earlier attempt
-// wrote with their ids instead of writing them twice. The earliest first attempt stays.
-inline void MarkRetry(v1::AppendRequest* request, int64_t first_attempt_ms) {
-  if (request->first_attempt_ms() == 0) {
-    request->set_first_attempt_ms(static_cast<uint64_t>(first_attempt_ms));
-  }
+// Marks an append about to be sent again, its first attempt sent at `first_attempt`: walserver
+// then answers the entries an earlier attempt wrote with their ids instead of writing them twice.
+inline void MarkRetry(v1::AppendRequest* request,
+                      std::chrono::steady_clock::time_point first_attempt) {
+  const auto age = std::chrono::duration_cast<std::chrono::milliseconds>(
+                       std::chrono::steady_clock::now() - first_attempt)
+                       .count();
+  request->set_first_attempt_age_ms(static_cast<uint64_t>(std::max<int64_t>(1, age)));
 }
 
 }  // namespace wal

@@ -195,9 +195,9 @@ absl::StatusOr<std::vector<uint64_t>> Client::Append(v1::AppendRequest request) 
                       });
     return answered.get_future().get();
   }
-  const int64_t first_attempt_ms = UnixMillis();
+  const auto first_attempt = std::chrono::steady_clock::now();
   for (int retry = 0;; ++retry) {
-    if (retry > 0) MarkRetry(&request, first_attempt_ms);
+    if (retry > 0) MarkRetry(&request, first_attempt);
     grpc::ClientContext ctx;
     ctx.set_deadline(AttemptDeadline(deadline));
     Prepare(ctx);
@@ -229,7 +229,7 @@ struct Client::AsyncAppend {
   v1::AppendRequest request;
   system_clock::time_point deadline;
   int retry = 0;
-  int64_t first_attempt_ms = 0;
+  std::chrono::steady_clock::time_point first_attempt;
   std::unique_ptr<grpc::ClientContext> ctx ABSL_GUARDED_BY(handoff);  // one per attempt
   v1::AppendResponse response;
   std::function<void(absl::StatusOr<std::vector<uint64_t>>)> done;
@@ -257,7 +257,9 @@ void Client::AppendUnaryAsync(v1::AppendRequest request, system_clock::time_poin
   auto call = std::make_shared<AsyncAppend>();
   call->request = std::move(request);
   call->deadline = deadline;
-  call->first_attempt_ms = UnixMillis();
+  // Earlier when the append stream already tried it.
+  call->first_attempt = std::chrono::steady_clock::now() -
+                        std::chrono::milliseconds(call->request.first_attempt_age_ms());
   call->done = std::move(done);
   StartAsyncAttempt(std::move(call));
 }
@@ -269,6 +271,7 @@ void Client::StartAsyncAttempt(std::shared_ptr<AsyncAppend> call) {
     call->ctx = std::make_unique<grpc::ClientContext>();
     call->ctx->set_deadline(AttemptDeadline(call->deadline));
     Prepare(*call->ctx);
+    if (call->retry > 0) MarkRetry(&call->request, call->first_attempt);
     call->response.Clear();
     ctx = call->ctx.get();  // read under the lock too: the next retry replaces it
   }
@@ -292,7 +295,6 @@ void Client::OnAsyncAttemptDone(std::shared_ptr<AsyncAppend> call, const grpc::S
     call->done(FromGrpcStatus(status));
     return;
   }
-  MarkRetry(&call->request, call->first_attempt_ms);  // gRPC is done with this attempt's request
   // The gRPC thread must not block: an alarm starts the next attempt. The alarm's callback holds
   // the call until it fires, then hands it on (so the call does not keep itself alive).
   AsyncAppend* raw = call.get();

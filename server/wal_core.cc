@@ -40,6 +40,9 @@ WalCore::~WalCore() { Close(); }
 void WalCore::Close() {
   index_store_.reset();  // after its last save (begun by StopReads, or now)
   reader_.reset();
+  // Lookups still running hand what they did not find to the writer: they end first. Their
+  // claims go with the writer's callbacks, so the claims' table outlives the writer.
+  if (retried_) retried_->Close();
   writer_.reset();
   retried_.reset();
   meta_.reset();
@@ -54,8 +57,9 @@ void WalCore::StopReads() {
 }
 
 void WalCore::FailPending() {
-  if (writer_) writer_->FailPending();
+  // Lookups first: the claims the writer releases now would wake them into new scans.
   if (retried_) retried_->Stop();
+  if (writer_) writer_->FailPending();
   if (meta_) meta_->FailPending();
 }
 

@@ -29,6 +29,9 @@ int64_t NowMs() {
 // written, for its readers skip it).
 class WholeEntries {
  public:
+  // Split entries begun and not yet whole: a copy that completes later may have a lower id.
+  bool pending() const { return !started_.empty(); }
+
   WholeEntries(const absl::flat_hash_set<SequenceKey>& wanted,
                absl::flat_hash_map<SequenceKey, uint64_t>* found)
       : wanted_(wanted), found_(found) {}
@@ -84,9 +87,12 @@ class WholeEntries {
     }
   }
 
-  // The first copy is the one reads deliver.
+  // The copy with the lowest id is the one reads deliver (two copies of a split entry may
+  // interleave, the later one completing first).
   void Note(const SequenceKey& key, int64_t offset) {
-    if (wanted_.contains(key)) found_->try_emplace(key, static_cast<uint64_t>(offset));
+    if (!wanted_.contains(key)) return;
+    auto [it, inserted] = found_->try_emplace(key, static_cast<uint64_t>(offset));
+    if (!inserted) it->second = std::min<uint64_t>(it->second, static_cast<uint64_t>(offset));
   }
 
   const absl::flat_hash_set<SequenceKey>& wanted_;
@@ -103,13 +109,16 @@ absl::Status ShuttingDown() {
 }  // namespace
 
 RetriedEntries::RetriedEntries(RetriedEntriesOptions options)
-    : options_(std::move(options)), lookups_(options_.threads) {}
+    : options_(std::move(options)),
+      nothing_claimed_(new Claim(this)),
+      lookups_(std::make_unique<WorkQueue>(options_.threads)) {}
 
 RetriedEntries::~RetriedEntries() = default;
 
 RetriedEntries::Claim::~Claim() { owner_->Release(this); }
 
 void RetriedEntries::Claim::Written(const std::vector<uint64_t>& ids) {
+  if (keys_.empty()) return;
   std::lock_guard<std::mutex> lock(owner_->mu_);
   for (const auto& [key, index] : keys_) {
     auto it = owner_->in_flight_.find(key);
@@ -121,6 +130,7 @@ void RetriedEntries::Claim::Written(const std::vector<uint64_t>& ids) {
 }
 
 void RetriedEntries::Release(const Claim* claim) {
+  if (claim->keys_.empty()) return;
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& [key, index] : claim->keys_) {
     auto it = in_flight_.find(key);
@@ -136,6 +146,7 @@ void RetriedEntries::Release(const Claim* claim) {
 
 std::shared_ptr<RetriedEntries::Claim> RetriedEntries::ClaimFirstAttempt(
     const std::vector<AppendItem>& items) {
+  if (std::none_of(items.begin(), items.end(), IsStamped)) return nothing_claimed_;
   std::shared_ptr<Claim> claim(new Claim(this));
   std::lock_guard<std::mutex> lock(mu_);
   for (size_t i = 0; i < items.size(); ++i) {
@@ -152,36 +163,42 @@ std::shared_ptr<RetriedEntries::Claim> RetriedEntries::ClaimFirstAttempt(
   return claim;
 }
 
-void RetriedEntries::Look(std::vector<AppendItem> items, int64_t first_attempt_ms,
+void RetriedEntries::Look(std::vector<AppendItem> items, int64_t first_attempt_age_ms,
                           Clock::time_point deadline, LookDone done) {
-  lookups_.Post(
-      [this, items = std::move(items), first_attempt_ms, deadline, done = std::move(done)] {
+  lookups_->Post(
+      [this, items = std::move(items), first_attempt_age_ms, deadline, done = std::move(done)] {
         std::shared_ptr<Claim> claim;
-        absl::StatusOr<Found> found = Resolve(items, first_attempt_ms, deadline, &claim);
+        absl::StatusOr<Found> found =
+            Clock::now() < AnswerBy(deadline)
+                ? Resolve(items, first_attempt_age_ms, deadline, &claim)
+                : absl::DeadlineExceededError(
+                      "the retry waited for its turn to look for its first copies until its "
+                      "deadline; nothing was written");
         done(std::move(found), std::move(claim));
       });
 }
 
 absl::StatusOr<RetriedEntries::Found> RetriedEntries::Resolve(const std::vector<AppendItem>& items,
-                                                              int64_t first_attempt_ms,
+                                                              int64_t first_attempt_age_ms,
                                                               Clock::time_point deadline,
                                                               std::shared_ptr<Claim>* claim) {
-  const Clock::time_point answer_by = AnswerBy(deadline);
-  const int64_t since_ms = first_attempt_ms > 0
-                               ? first_attempt_ms - kClockMargin.count()
-                               : NowMs() - kUnsaidLookback.count() - kClockMargin.count();
+  const Clock::time_point answer_by = AnswerBy(Within(deadline, options_.max_lookup));
+  const int64_t age_ms = first_attempt_age_ms > 0 ? first_attempt_age_ms : kUnsaidLookback.count();
+  const int64_t since_ms = std::max<int64_t>(0, NowMs() - age_ms - kClockMargin.count());
   Found found(items.size());
-  // Until every stamped item is found or claimed for this retry: another retry of the same
-  // entries may claim one while this one reads the log, and then this one waits for it.
-  for (;;) {
-    std::vector<size_t> unknown;  // stamped, not found yet
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      std::vector<size_t> waited;
+  // Claimed before the log is read: every other attempt at these entries (a retry sent again,
+  // a first attempt that arrives late) waits for this one's outcome instead of writing too.
+  std::shared_ptr<Claim> made(new Claim(this));
+  std::vector<size_t> unknown;  // stamped, not found, claimed by `made`
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      std::vector<size_t> waited;  // held by other writes
       for (size_t i = 0; i < items.size(); ++i) {
         if (!IsStamped(items[i]) || found[i]) continue;
         auto it = in_flight_.find(KeyOf(items[i]));
-        if (it == in_flight_.end()) continue;
+        if (it == in_flight_.end() || it->second.by == made.get()) continue;
+        if (it->second.by == nullptr && !it->second.id) continue;  // settled: to be claimed
         ++it->second.waiters;
         waited.push_back(i);
       }
@@ -206,50 +223,63 @@ absl::StatusOr<RetriedEntries::Found> RetriedEntries::Resolve(const std::vector<
             "a retried entry's first copy is still on its way to Kafka in this walserver; "
             "nothing was written, retry later with the same writer_id and sequence");
       }
+      // Claim what is free now, under the same lock; what another write took meanwhile is
+      // waited for in the next round.
+      bool taken = false;
       for (size_t i = 0; i < items.size(); ++i) {
-        if (IsStamped(items[i]) && !found[i]) unknown.push_back(i);
+        if (!IsStamped(items[i]) || found[i]) continue;
+        auto [it, inserted] = in_flight_.try_emplace(KeyOf(items[i]), made.get());
+        if (!inserted && it->second.by == nullptr && !it->second.id) {
+          it->second.by = made.get();  // settled without an id, still held by its waiters
+          inserted = true;
+        }
+        if (inserted) {
+          made->keys_.emplace_back(KeyOf(items[i]), kNotWritten);
+          unknown.push_back(i);  // made->keys_[k] is the key of items[unknown[k]]
+        } else if (it->second.by != made.get()) {
+          taken = true;
+        }
       }
+      if (!taken) break;
     }
-    if (unknown.empty()) break;
-
-    // Read the log for them, slot by slot.
-    std::map<Slot, absl::flat_hash_set<SequenceKey>> wanted;
-    for (size_t i : unknown) wanted[items[i].slot].insert(KeyOf(items[i]));
-    absl::flat_hash_map<SequenceKey, uint64_t> in_log;
-    for (const auto& [slot, keys] : wanted) {
-      if (absl::Status s = Scan(slot, since_ms, answer_by, keys, &in_log); !s.ok()) {
-        if (stopping_) return ShuttingDown();
-        return absl::UnavailableError(absl::StrCat(
-            "looking for the first copies of retried entries in ", slot.topic, "/", slot.partition,
-            ": ", s.message(),
-            "; nothing was written, retry later with the same writer_id and sequence"));
-      }
-    }
-    for (size_t i : unknown) {
-      if (auto it = in_log.find(KeyOf(items[i])); it != in_log.end()) found[i] = it->second;
-    }
-
-    // Claim what is still not found, unless another write claimed it meanwhile.
-    std::lock_guard<std::mutex> lock(mu_);
-    bool raced = false;
-    for (size_t i : unknown) {
-      if (!found[i] && in_flight_.contains(KeyOf(items[i]))) raced = true;
-    }
-    if (raced) continue;
-    auto made = std::shared_ptr<Claim>(new Claim(this));
-    size_t rank = 0;
-    for (size_t i = 0; i < items.size(); ++i) {
-      if (found[i]) continue;
-      const size_t index = rank++;
-      if (!IsStamped(items[i])) continue;
-      if (in_flight_.try_emplace(KeyOf(items[i]), made.get()).second) {
-        made->keys_.emplace_back(KeyOf(items[i]), index);
-      }
-    }
-    *claim = std::move(made);
-    return found;
+    if (stopping_) return ShuttingDown();
   }
-  *claim = std::shared_ptr<Claim>(new Claim(this));  // everything was found: nothing to write
+
+  // Read the log for them, slot by slot.
+  std::map<Slot, absl::flat_hash_set<SequenceKey>> wanted;
+  for (size_t i : unknown) wanted[items[i].slot].insert(KeyOf(items[i]));
+  absl::flat_hash_map<SequenceKey, uint64_t> in_log;
+  for (const auto& [slot, keys] : wanted) {
+    if (absl::Status s = Scan(slot, since_ms, answer_by, keys, &in_log); !s.ok()) {
+      if (stopping_) return ShuttingDown();
+      return absl::UnavailableError(
+          absl::StrCat("looking for the first copies of retried entries in ", slot.topic, "/",
+                       slot.partition, ": ", s.message(),
+                       "; nothing was written, retry later with the same writer_id and sequence"));
+    }
+  }
+  if (stopping_) return ShuttingDown();
+  for (size_t i : unknown) {
+    if (auto it = in_log.find(KeyOf(items[i])); it != in_log.end()) found[i] = it->second;
+  }
+  // The entries found settle with their ids (attempts waiting take them); the rest are this
+  // retry's to write, each at its rank among the items not found.
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t rank = 0;
+  std::vector<size_t> write_index(items.size(), kNotWritten);
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (!found[i]) write_index[i] = rank++;
+  }
+  for (size_t k = 0; k < unknown.size(); ++k) {
+    const size_t i = unknown[k];
+    if (found[i]) {
+      in_flight_.at(KeyOf(items[i])).id = found[i];
+    } else {
+      made->keys_[k].second = write_index[i];
+    }
+  }
+  settled_.notify_all();
+  *claim = std::move(made);
   return found;
 }
 
@@ -264,8 +294,10 @@ absl::Status RetriedEntries::Scan(const Slot& slot, int64_t since_ms, Clock::tim
     if (!at.ok()) return at.status();
     from = *at < 0 ? marks->high : std::max(from, *at);  // -1: nothing written since
   }
-  const int64_t end =
-      std::max(marks->high, options_.acknowledged_end ? options_.acknowledged_end(slot) : 0);
+  // What this walserver was acknowledged may lie past a stale leader's end: read to it, but
+  // take the leader's end after kStaleEndWait (the log may have lost what it was told).
+  const int64_t acknowledged = options_.acknowledged_end ? options_.acknowledged_end(slot) : 0;
+  int64_t end = std::max(marks->high, acknowledged);
   if (from >= end) return absl::OkStatus();
   absl::StatusOr<std::unique_ptr<Consumer>> consumer =
       Consumer::Create(options_.consumer, absl::StrCat(options_.name, "-retries"));
@@ -274,17 +306,23 @@ absl::Status RetriedEntries::Scan(const Slot& slot, int64_t since_ms, Clock::tim
   const size_t found_before = found->size();  // of other slots
   WholeEntries entries(wanted, found);
   int64_t next = from;
-  while (next < end && found->size() - found_before < wanted.size()) {
+  std::optional<Clock::time_point> at_leaders_end;
+  while (next < end && (found->size() - found_before < wanted.size() || entries.pending())) {
+    if (stopping_) return ShuttingDown();
     const auto left =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    if (stopping_) return ShuttingDown();
     if (left.count() <= 0) {
       return absl::DeadlineExceededError(
           absl::StrCat("read to offset ", next, " of ", end, " before the deadline"));
     }
     for (const Message& msg :
          (*consumer)->PollBatch(static_cast<int>(std::min<int64_t>(left.count(), 100)), 256)) {
-      if (msg->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) continue;
+      if (msg->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+        if (msg->offset < marks->high) continue;
+        if (!at_leaders_end) at_leaders_end = Clock::now();
+        if (Clock::now() - *at_leaders_end > kStaleEndWait) end = next;  // take the leader's
+        continue;
+      }
       if (msg->err) return absl::UnavailableError(rd_kafka_err2str(msg->err));
       next = std::max(next, msg->offset + 1);
       entries.Add(*msg);
@@ -298,6 +336,11 @@ void RetriedEntries::Stop() {
   stopping_ = true;
   std::lock_guard<std::mutex> lock(mu_);
   settled_.notify_all();
+}
+
+void RetriedEntries::Close() {
+  Stop();
+  lookups_.reset();  // runs what is queued (each ends at once), then joins
 }
 
 int RetriedEntries::waiting() const {

@@ -6,9 +6,11 @@
 //   its id, so it never races its own first copy;
 // - in the log, written by this process, by one killed since, or by another walserver on the same
 //   topics: a retry reads its slots from when its first attempt was sent
-//   (AppendRequest.first_attempt_ms, less kClockMargin) to their ends and takes the id of each
-//   entry it finds there whole.
-// Entries found neither way are claimed for the retry, and written.
+//   (AppendRequest.first_attempt_age_ms before now, less kClockMargin) to their ends and takes
+//   the id of each entry it finds there whole.
+// A retry claims its entries before it reads the log, so that another attempt at them (the same
+// retry sent again, a first attempt that arrives late) waits for its outcome; what it does not
+// find, it writes.
 //
 // What remains possible: a first copy still on its way in another process (another walserver's
 // producer, or a request a killed walserver had sent that the broker appends after the retry
@@ -20,6 +22,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -62,7 +65,10 @@ struct RetriedEntriesOptions {
   // One past the highest offset of a slot Kafka acknowledged to this walserver: a scan reads at
   // least that far, whatever a stale leader says the end is (EntryWriter::AcknowledgedEnd).
   std::function<int64_t(const Slot&)> acknowledged_end;
-  int threads = 2;   // scans at once
+  // Lookups at once: each holds a thread while it waits for a first copy or reads a slot.
+  int threads = 8;
+  // A lookup for a call without a (shorter) deadline gives up after this.
+  std::chrono::milliseconds max_lookup{30000};
   std::string name;  // this walserver's, in the consumers' ids
 };
 
@@ -89,8 +95,8 @@ class RetriedEntries {
   using Found = std::vector<std::optional<uint64_t>>;
   using LookDone = std::function<void(absl::StatusOr<Found>, std::shared_ptr<Claim>)>;
 
-  // Copies written this long before the retry's first attempt by its appender's clock are found
-  // too: the appender's and the walservers' clocks may differ by that much.
+  // A retry reads from this long before its first attempt: the walservers that wrote the copies
+  // stamped them with their own clocks, which may be behind this one's by that much.
   static constexpr std::chrono::milliseconds kClockMargin{10000};
   // A retry that does not say when its first attempt was sent, but whose entry this walserver
   // holds in flight, looks this far back.
@@ -103,16 +109,20 @@ class RetriedEntries {
   // write). Null, claiming nothing, when one of them is claimed already: the append is a retry
   // of an entry in flight here, whatever it says, and goes through Look.
   std::shared_ptr<Claim> ClaimFirstAttempt(const std::vector<AppendItem>& items);
-  // For a retry (`first_attempt_ms` when its first attempt was sent, 0 when unsaid): finds the
+  // For a retry (its first attempt sent `first_attempt_age_ms` ago, 0 when unsaid): finds the
   // items already written and claims the rest, whose index in the write is their rank among the
-  // items not found. `done` runs once, on a thread of this class, before AnswerBy(deadline):
-  // UNAVAILABLE when a first copy was still in flight or a slot could not be read by then
-  // (nothing written; the appender retries).
-  void Look(std::vector<AppendItem> items, int64_t first_attempt_ms, Clock::time_point deadline,
+  // items not found. `done` runs once, on a thread of this class, at about AnswerBy(deadline) at
+  // the latest: UNAVAILABLE when a first copy was still in flight or a slot could not be read by
+  // then, DEADLINE_EXCEEDED when the lookup could not start in time (nothing written either way;
+  // the appender retries).
+  void Look(std::vector<AppendItem> items, int64_t first_attempt_age_ms, Clock::time_point deadline,
             LookDone done);
 
   // For shutdown: lookups under way and later ones end at once with UNAVAILABLE.
   void Stop();
+  // Stop, then waits for every lookup to end (their `done` runs). Before the writer goes: `done`
+  // hands what was not found to it.
+  void Close();
 
   // For tests: retries waiting for a first copy in flight.
   int waiting() const;
@@ -125,7 +135,13 @@ class RetriedEntries {
     int waiters = 0;
   };
 
-  absl::StatusOr<Found> Resolve(const std::vector<AppendItem>& items, int64_t first_attempt_ms,
+  // How long a scan that reached the leader's end waits for the rest of what this walserver was
+  // acknowledged, before it takes the leader's end.
+  static constexpr std::chrono::seconds kStaleEndWait{2};
+  // The index of a claimed entry that the write does not carry (found in the log).
+  static constexpr size_t kNotWritten = std::numeric_limits<size_t>::max();
+
+  absl::StatusOr<Found> Resolve(const std::vector<AppendItem>& items, int64_t first_attempt_age_ms,
                                 Clock::time_point deadline, std::shared_ptr<Claim>* claim);
   // Reads `slot` from `since_ms` to its end; the id of each wanted entry found goes to `found`.
   absl::Status Scan(const Slot& slot, int64_t since_ms, Clock::time_point deadline,
@@ -139,7 +155,9 @@ class RetriedEntries {
   absl::flat_hash_map<SequenceKey, InFlight> in_flight_ ABSL_GUARDED_BY(mu_);
   int waiting_ ABSL_GUARDED_BY(mu_) = 0;
   std::atomic<bool> stopping_{false};
-  WorkQueue lookups_;  // last: its threads stop before the rest goes
+  // What ClaimFirstAttempt gives appends without stamped entries: nothing to hold.
+  const std::shared_ptr<Claim> nothing_claimed_;
+  std::unique_ptr<WorkQueue> lookups_;  // last: its threads stop before the rest goes
 };
 
 inline bool IsStamped(const AppendItem& item) {

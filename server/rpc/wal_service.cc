@@ -39,16 +39,6 @@ class RefusedStream final
   void OnDone() override { delete this; }
 };
 
-// How far ahead of this walserver's clock a retry's first attempt may lie (the appender's clock
-// may run ahead of it).
-constexpr int64_t kMaxFirstAttemptAheadMs = 10 * 60 * 1000;
-
-int64_t UnixNowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 }  // namespace
 
 Clock::time_point SteadyDeadline(const grpc::CallbackServerContext& ctx) {
@@ -103,15 +93,6 @@ absl::StatusOr<NamespaceState> WalServiceImpl::Lookup(uint64_t namespace_id,
 absl::Status WalServiceImpl::PrepareAppend(const v1::AppendRequest& request,
                                            std::vector<AppendItem>* items, bool* epoch_ahead) {
   if (request.entries().empty()) return absl::InvalidArgumentError("the append carries no entries");
-  if (const int64_t ahead_ms = static_cast<int64_t>(request.first_attempt_ms()) - UnixNowMs();
-      ahead_ms > kMaxFirstAttemptAheadMs) {
-    // A retry looks for copies written since its first attempt: one from the future finds none.
-    return absl::InvalidArgumentError(
-        absl::StrCat("first_attempt_ms is ", ahead_ms,
-                     " ms ahead of this walserver's clock (at most ", kMaxFirstAttemptAheadMs,
-                     " allowed): it must be when the append's first attempt was sent, "
-                     "in ms since the Unix epoch; nothing was written"));
-  }
   items->clear();
   items->reserve(request.entries_size());
   // The namespaces of this request with their routes; usually one, so a linear search.
@@ -250,7 +231,15 @@ void WalServiceImpl::DoAppend(std::shared_ptr<const v1::AppendRequest> request,
 void WalServiceImpl::WriteOnce(Clock::time_point arrived, Clock::time_point deadline,
                                std::shared_ptr<const v1::AppendRequest> request,
                                std::vector<AppendItem> items, AppendDone done) {
-  if (request->first_attempt_ms() == 0) {
+  if (Clock::now() >= deadline) {
+    // Nobody waits for its answer any more, and its appender may have retried already: a retry
+    // that found no copy would then be followed by this one's.
+    Refuse(arrived, done,
+           absl::DeadlineExceededError(
+               "the append reached the writer after its deadline; nothing was written"));
+    return;
+  }
+  if (request->first_attempt_age_ms() == 0) {
     if (std::shared_ptr<RetriedEntries::Claim> claim = retried_->ClaimFirstAttempt(items)) {
       StartAppend(arrived, deadline, std::move(items), std::move(claim), std::move(done));
       return;
@@ -258,7 +247,8 @@ void WalServiceImpl::WriteOnce(Clock::time_point arrived, Clock::time_point dead
   }
   ++metrics_->append_retries_looked_up;
   std::vector<AppendItem> looked_up = items;  // views into `request`, which the lambda keeps
-  retried_->Look(std::move(looked_up), static_cast<int64_t>(request->first_attempt_ms()), deadline,
+  retried_->Look(std::move(looked_up), static_cast<int64_t>(request->first_attempt_age_ms()),
+                 deadline,
                  [this, request, arrived, deadline, items = std::move(items),
                   done = std::move(done)](absl::StatusOr<RetriedEntries::Found> found,
                                           std::shared_ptr<RetriedEntries::Claim> claim) mutable {

@@ -168,7 +168,7 @@ TEST_F(KafkaProcessTest, RetriesAcrossKillsWriteEachEntryOnce) {
     e->set_namespace_id(1);
     e->set_sequence(seq);
     e->set_data(absl::StrCat("entry ", seq));
-    const int64_t first_attempt_ms = UnixMillis();
+    const auto first_attempt = std::chrono::steady_clock::now();
     const bool kill = seq % 40 == 20;
     const bool hurried = kill || rng() % 3 == 0;
     std::optional<uint64_t> id =
@@ -179,8 +179,8 @@ TEST_F(KafkaProcessTest, RetriesAcrossKillsWriteEachEntryOnce) {
       server->Kill();
       ASSERT_TRUE(server->Restart().ok());
     }
-    request.set_first_attempt_ms(first_attempt_ms);
     for (int retry = 0; !id && retry < 50; ++retry) {
+      MarkRetry(&request, first_attempt);
       id = attempt(request, seconds(10));
       if (!id) std::this_thread::sleep_for(std::chrono::milliseconds(100));  // a backoff
     }

@@ -266,7 +266,7 @@ impl Client {
         let deadline = self.deadline(None);
         // A request larger than a stream message goes as unary calls (see append_stream.rs).
         let request_bytes = request.encoded_len();
-        let first_attempt_ms = unix_millis();
+        let first_attempt = Instant::now();
         let mut retry = 0;
         loop {
             let attempt_deadline = deadline.min(Instant::now() + options.append_attempt_timeout);
@@ -302,10 +302,8 @@ impl Client {
             tokio::time::sleep(sleep).await;
             retry += 1;
             // Said on every retry: walserver answers the entries an earlier attempt wrote with
-            // their ids instead of writing them twice. The earliest first attempt stays.
-            if request.first_attempt_ms == 0 {
-                request.first_attempt_ms = first_attempt_ms;
-            }
+            // their ids instead of writing them twice.
+            request.first_attempt_age_ms = (first_attempt.elapsed().as_millis() as u64).max(1);
         }
     }
 
@@ -838,12 +836,4 @@ mod checksum_tests {
         // The check value of CRC-32C (RFC 3720), as walserver computes it.
         assert_eq!(crc32c::crc32c(b"123456789"), 0xE3069283);
     }
-}
-
-/// Now, in ms since the Unix epoch: when an append's first attempt is sent.
-fn unix_millis() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
 }

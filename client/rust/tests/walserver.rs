@@ -324,7 +324,7 @@ async fn a_resumed_read_delivers_an_entry_retried_past_its_resumption_once() {
     assert_eq!((got.data.as_ref(), got.writer_id), (b"e".as_ref(), 77));
 
     // The read's connection drops; meanwhile a writer that never heard its answer sends "e"
-    // again without saying it is a retry (as a client older than first_attempt_ms does, so
+    // again without saying it is a retry (as a client older than first_attempt_age_ms does, so
     // walserver writes a second copy), then appends "f".
     proxy.cut_existing();
     let copy = append(1, "e").await;
