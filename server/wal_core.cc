@@ -286,6 +286,10 @@ void WalCore::StartRetriedEntries(const ServerOptions& o,
   retried.admin = admin_.get();
   retried.offsets_for_times = mock_ == nullptr;
   retried.acknowledged_end = std::move(acknowledged_end);
+  retried.namespace_start = [meta = meta_.get()](uint64_t namespace_id) -> int64_t {
+    const std::optional<NamespaceState> state = meta->Get(namespace_id);
+    return state ? state->start_offset : 0;
+  };
   retried.name = o.name;
   retried_ = std::make_unique<RetriedEntries>(std::move(retried));
 }

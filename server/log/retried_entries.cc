@@ -32,7 +32,7 @@ class WholeEntries {
   // Split entries begun and not yet whole: a copy that completes later may have a lower id.
   bool pending() const { return !started_.empty(); }
 
-  WholeEntries(const absl::flat_hash_set<SequenceKey>& wanted,
+  WholeEntries(const absl::flat_hash_map<SequenceKey, int64_t>& wanted,
                absl::flat_hash_map<SequenceKey, uint64_t>* found)
       : wanted_(wanted), found_(found) {}
 
@@ -90,12 +90,13 @@ class WholeEntries {
   // The copy with the lowest id is the one reads deliver (two copies of a split entry may
   // interleave, the later one completing first).
   void Note(const SequenceKey& key, int64_t offset) {
-    if (!wanted_.contains(key)) return;
+    auto want = wanted_.find(key);
+    if (want == wanted_.end() || offset < want->second) return;
     auto [it, inserted] = found_->try_emplace(key, static_cast<uint64_t>(offset));
     if (!inserted) it->second = std::min<uint64_t>(it->second, static_cast<uint64_t>(offset));
   }
 
-  const absl::flat_hash_set<SequenceKey>& wanted_;
+  const absl::flat_hash_map<SequenceKey, int64_t>& wanted_;  // and its lowest offset
   absl::flat_hash_map<SequenceKey, uint64_t>* const found_;
   std::map<std::pair<uint64_t, uint64_t>, Started> started_;  // by session and nonce
 };
@@ -246,8 +247,11 @@ absl::StatusOr<RetriedEntries::Found> RetriedEntries::Resolve(const std::vector<
   }
 
   // Read the log for them, slot by slot.
-  std::map<Slot, absl::flat_hash_set<SequenceKey>> wanted;
-  for (size_t i : unknown) wanted[items[i].slot].insert(KeyOf(items[i]));
+  std::map<Slot, absl::flat_hash_map<SequenceKey, int64_t>> wanted;
+  for (size_t i : unknown) {
+    wanted[items[i].slot][KeyOf(items[i])] =
+        options_.namespace_start ? options_.namespace_start(items[i].namespace_id) : 0;
+  }
   absl::flat_hash_map<SequenceKey, uint64_t> in_log;
   for (const auto& [slot, keys] : wanted) {
     if (absl::Status s = Scan(slot, since_ms, answer_by, keys, &in_log); !s.ok()) {
@@ -284,7 +288,7 @@ absl::StatusOr<RetriedEntries::Found> RetriedEntries::Resolve(const std::vector<
 }
 
 absl::Status RetriedEntries::Scan(const Slot& slot, int64_t since_ms, Clock::time_point deadline,
-                                  const absl::flat_hash_set<SequenceKey>& wanted,
+                                  const absl::flat_hash_map<SequenceKey, int64_t>& wanted,
                                   absl::flat_hash_map<SequenceKey, uint64_t>* found) {
   absl::StatusOr<Watermarks> marks = QueryWatermarks(options_.admin, slot, deadline);
   if (!marks.ok()) return marks.status();

@@ -31,7 +31,6 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
-#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "server/common/deadline.h"
 #include "server/common/slot.h"
@@ -65,6 +64,9 @@ struct RetriedEntriesOptions {
   // One past the highest offset of a slot Kafka acknowledged to this walserver: a scan reads at
   // least that far, whatever a stale leader says the end is (EntryWriter::AcknowledgedEnd).
   std::function<int64_t(const Slot&)> acknowledged_end;
+  // Where the namespace's present incarnation begins in its slot (NamespaceState::start_offset):
+  // a copy below it belongs to a namespace deleted since, which reads never give.
+  std::function<int64_t(uint64_t namespace_id)> namespace_start;
   // Lookups at once: each holds a thread while it waits for a first copy or reads a slot.
   int threads = 8;
   // A lookup for a call without a (shorter) deadline gives up after this.
@@ -144,8 +146,9 @@ class RetriedEntries {
   absl::StatusOr<Found> Resolve(const std::vector<AppendItem>& items, int64_t first_attempt_age_ms,
                                 Clock::time_point deadline, std::shared_ptr<Claim>* claim);
   // Reads `slot` from `since_ms` to its end; the id of each wanted entry found goes to `found`.
+  // `wanted`: each entry, and the lowest offset its copy may have.
   absl::Status Scan(const Slot& slot, int64_t since_ms, Clock::time_point deadline,
-                    const absl::flat_hash_set<SequenceKey>& wanted,
+                    const absl::flat_hash_map<SequenceKey, int64_t>& wanted,
                     absl::flat_hash_map<SequenceKey, uint64_t>* found);
   void Release(const Claim* claim);
 

@@ -231,6 +231,25 @@ TEST_F(ContractTest, ARetryOfWrittenEntriesGetsTheirIdsAndWritesNothing) {
             std::string::npos);
 }
 
+// A copy in an earlier incarnation of the namespace (deleted and created again since) is not the
+// entry's: reads of the namespace never give it, so the retry writes the entry again.
+TEST_F(ContractTest, ARetryAfterItsNamespaceWasCreatedAgainIsWrittenInTheNewOne) {
+  Create(9);
+  const auto first = RawAppend(*client_, Sequenced(9, 62, {1}));
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE(client_->DeleteNamespace(9).ok());
+  const uint64_t start = Create(9);
+  v1::AppendRequest retry = Sequenced(9, 62, {1});
+  retry.set_first_attempt_age_ms(1000);
+  const auto again = RawAppend(*client_, retry);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_GE((*again)[0], start) << "answered with the id of the deleted incarnation's copy";
+  auto entries = client_->ReadAll(9);
+  ASSERT_TRUE(entries.ok()) << entries.status();
+  ASSERT_EQ(entries->size(), 1u);
+  EXPECT_EQ((*entries)[0].entry_id(), (*again)[0]);
+}
+
 // A walserver that never saw the first attempt (started since, or another one on the same
 // topics) finds its copies in the log. On real Kafka only: the mock cluster lives in the first
 // walserver and cannot make topics for a second.
