@@ -119,7 +119,9 @@ RetriedEntries::~RetriedEntries() = default;
 RetriedEntries::Claim::~Claim() { owner_->Release(this); }
 
 void RetriedEntries::Claim::Written(const std::vector<uint64_t>& ids) {
-  if (keys_.empty()) return;
+  // Only a retry waiting needs the ids; one that comes later, before the claim is released,
+  // finds the copies in the log instead.
+  if (keys_.empty() || owner_->waiting_.load(std::memory_order_relaxed) == 0) return;
   std::lock_guard<std::mutex> lock(owner_->mu_);
   for (const auto& [key, index] : keys_) {
     auto it = owner_->in_flight_.find(key);
@@ -142,24 +144,25 @@ void RetriedEntries::Release(const Claim* claim) {
       in_flight_.erase(it);
     }
   }
-  settled_.notify_all();
+  if (waiting_ > 0) settled_.notify_all();  // changed under mu_: no waiter is missed
 }
 
 std::shared_ptr<RetriedEntries::Claim> RetriedEntries::ClaimFirstAttempt(
     const std::vector<AppendItem>& items) {
   if (std::none_of(items.begin(), items.end(), IsStamped)) return nothing_claimed_;
   std::shared_ptr<Claim> claim(new Claim(this));
+  claim->keys_.reserve(items.size());
   std::lock_guard<std::mutex> lock(mu_);
   for (size_t i = 0; i < items.size(); ++i) {
     if (!IsStamped(items[i])) continue;
-    if (in_flight_.contains(KeyOf(items[i]))) {
+    const SequenceKey key = KeyOf(items[i]);
+    if (!in_flight_.try_emplace(key, claim.get()).second) {
       // Claimed by another write, or twice in this one: undo, and let Look sort it out.
-      for (const auto& [key, index] : claim->keys_) in_flight_.erase(key);
+      for (const auto& [claimed, index] : claim->keys_) in_flight_.erase(claimed);
       claim->keys_.clear();
       return nullptr;
     }
-    in_flight_.emplace(KeyOf(items[i]), claim.get());
-    claim->keys_.emplace_back(KeyOf(items[i]), i);
+    claim->keys_.emplace_back(key, i);
   }
   return claim;
 }

@@ -156,7 +156,8 @@ class RetriedEntries {
   mutable std::mutex mu_;
   std::condition_variable settled_;
   absl::flat_hash_map<SequenceKey, InFlight> in_flight_ ABSL_GUARDED_BY(mu_);
-  int waiting_ ABSL_GUARDED_BY(mu_) = 0;
+  // Retries waiting for a first copy; written under mu_, read without it by Claim::Written.
+  std::atomic<int> waiting_{0};
   std::atomic<bool> stopping_{false};
   // What ClaimFirstAttempt gives appends without stamped entries: nothing to hold.
   const std::shared_ptr<Claim> nothing_claimed_;
