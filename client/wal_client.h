@@ -241,10 +241,12 @@ class Client {
 
   // Appends the request's entries (several namespaces may share one request) and returns their
   // ids in request order, once Kafka acknowledged every one. Ids increase within a namespace in
-  // request order. Entries without a sequence get the next ones of this client, and without an
-  // epoch the one this client acquired. Retried as "Retry-safe appends" says; on a final error
-  // a prefix may be durable. FAILED_PRECONDITION when the epoch was fenced. The request is
-  // stamped in place: pass it with std::move unless it is needed again (that saves a copy).
+  // request order (a retry's answer excepted, when an earlier attempt wrote a later entry but not
+  // an earlier one: its ids are those of the copies in the log). Entries without a sequence get the
+  // next ones of this client, and without an epoch the one this client acquired. Retried as
+  // "Retry-safe appends" says; on a final error a prefix may be durable. FAILED_PRECONDITION when
+  // the epoch was fenced. The request is stamped in place: pass it with std::move unless it is
+  // needed again (that saves a copy).
   absl::StatusOr<std::vector<uint64_t>> Append(v1::AppendRequest request);
   // Appends `entries` to one namespace.
   absl::StatusOr<std::vector<uint64_t>> Append(uint64_t namespace_id,

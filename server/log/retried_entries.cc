@@ -5,6 +5,7 @@
 #include <map>
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "server/common/namespace_key.h"
 #include "server/kafka/admin.h"
@@ -109,6 +110,14 @@ absl::Status ShuttingDown() {
 
 }  // namespace
 
+bool HasRepeatedEntry(const std::vector<AppendItem>& items) {
+  absl::flat_hash_set<SequenceKey> seen;
+  for (const AppendItem& item : items) {
+    if (IsStamped(item) && !seen.insert(KeyOf(item)).second) return true;
+  }
+  return false;
+}
+
 RetriedEntries::RetriedEntries(RetriedEntriesOptions options)
     : options_(std::move(options)),
       nothing_claimed_(new Claim(this)),
@@ -167,14 +176,14 @@ std::shared_ptr<RetriedEntries::Claim> RetriedEntries::ClaimFirstAttempt(
   return claim;
 }
 
-void RetriedEntries::Look(std::vector<AppendItem> items, int64_t first_attempt_age_ms,
+void RetriedEntries::Look(std::vector<AppendItem> items, int64_t first_attempt_ms,
                           Clock::time_point deadline, LookDone done) {
   lookups_->Post(
-      [this, items = std::move(items), first_attempt_age_ms, deadline, done = std::move(done)] {
+      [this, items = std::move(items), first_attempt_ms, deadline, done = std::move(done)] {
         std::shared_ptr<Claim> claim;
         absl::StatusOr<Found> found =
             Clock::now() < AnswerBy(deadline)
-                ? Resolve(items, first_attempt_age_ms, deadline, &claim)
+                ? Resolve(items, first_attempt_ms, deadline, &claim)
                 : absl::DeadlineExceededError(
                       "the retry waited for its turn to look for its first copies until its "
                       "deadline; nothing was written");
@@ -183,12 +192,15 @@ void RetriedEntries::Look(std::vector<AppendItem> items, int64_t first_attempt_a
 }
 
 absl::StatusOr<RetriedEntries::Found> RetriedEntries::Resolve(const std::vector<AppendItem>& items,
-                                                              int64_t first_attempt_age_ms,
+                                                              int64_t first_attempt_ms,
                                                               Clock::time_point deadline,
                                                               std::shared_ptr<Claim>* claim) {
-  const Clock::time_point answer_by = AnswerBy(Within(deadline, options_.max_lookup));
-  const int64_t age_ms = first_attempt_age_ms > 0 ? first_attempt_age_ms : kUnsaidLookback.count();
-  const int64_t since_ms = std::max<int64_t>(0, NowMs() - age_ms - kClockMargin.count());
+  // Half the time left at most: the entries not found must still be written.
+  const Clock::time_point answer_by =
+      std::min(AnswerBy(deadline), HalfwayTo(Within(deadline, options_.max_lookup)));
+  const int64_t since_ms = std::max<int64_t>(
+      0, (first_attempt_ms > 0 ? first_attempt_ms : NowMs() - kUnsaidLookback.count()) -
+             kClockMargin.count());
   Found found(items.size());
   // Claimed before the log is read: every other attempt at these entries (a retry sent again,
   // a first attempt that arrives late) waits for this one's outcome instead of writing too.
@@ -201,7 +213,7 @@ absl::StatusOr<RetriedEntries::Found> RetriedEntries::Resolve(const std::vector<
       for (size_t i = 0; i < items.size(); ++i) {
         if (!IsStamped(items[i]) || found[i]) continue;
         auto it = in_flight_.find(KeyOf(items[i]));
-        if (it == in_flight_.end() || it->second.by == made.get()) continue;
+        if (it == in_flight_.end()) continue;
         if (it->second.by == nullptr && !it->second.id) continue;  // settled: to be claimed
         ++it->second.waiters;
         waited.push_back(i);
@@ -227,24 +239,23 @@ absl::StatusOr<RetriedEntries::Found> RetriedEntries::Resolve(const std::vector<
             "a retried entry's first copy is still on its way to Kafka in this walserver; "
             "nothing was written, retry later with the same writer_id and sequence");
       }
-      // Claim what is free now, under the same lock; what another write took meanwhile is
-      // waited for in the next round.
+      // Claim everything still unknown, under the same lock, or nothing: a retry holding part
+      // while it waits for the rest could wait on another that holds the rest and waits too.
       bool taken = false;
+      for (size_t i = 0; i < items.size() && !taken; ++i) {
+        if (!IsStamped(items[i]) || found[i]) continue;
+        auto it = in_flight_.find(KeyOf(items[i]));
+        taken = it != in_flight_.end() && (it->second.by != nullptr || it->second.id);
+      }
+      if (taken) continue;  // wait for it in the next round
       for (size_t i = 0; i < items.size(); ++i) {
         if (!IsStamped(items[i]) || found[i]) continue;
         auto [it, inserted] = in_flight_.try_emplace(KeyOf(items[i]), made.get());
-        if (!inserted && it->second.by == nullptr && !it->second.id) {
-          it->second.by = made.get();  // settled without an id, still held by its waiters
-          inserted = true;
-        }
-        if (inserted) {
-          made->keys_.emplace_back(KeyOf(items[i]), kNotWritten);
-          unknown.push_back(i);  // made->keys_[k] is the key of items[unknown[k]]
-        } else if (it->second.by != made.get()) {
-          taken = true;
-        }
+        if (!inserted) it->second.by = made.get();  // settled without an id, held by its waiters
+        made->keys_.emplace_back(KeyOf(items[i]), kNotWritten);
+        unknown.push_back(i);  // made->keys_[k] is the key of items[unknown[k]]
       }
-      if (!taken) break;
+      break;
     }
     if (stopping_) return ShuttingDown();
   }
@@ -313,7 +324,8 @@ absl::Status RetriedEntries::Scan(const Slot& slot, int64_t since_ms, Clock::tim
   const size_t found_before = found->size();  // of other slots
   WholeEntries entries(wanted, found);
   int64_t next = from;
-  std::optional<Clock::time_point> at_leaders_end;
+  constexpr Clock::time_point kNotAtEnd = Clock::time_point::max();
+  Clock::time_point at_leaders_end = kNotAtEnd;  // since when the leader's end was reached
   while (next < end && (found->size() - found_before < wanted.size() || entries.pending())) {
     if (stopping_) return ShuttingDown();
     const auto left =
@@ -325,15 +337,17 @@ absl::Status RetriedEntries::Scan(const Slot& slot, int64_t since_ms, Clock::tim
     for (const Message& msg :
          (*consumer)->PollBatch(static_cast<int>(std::min<int64_t>(left.count(), 100)), 256)) {
       if (msg->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
-        if (msg->offset < marks->high) continue;
-        if (!at_leaders_end) at_leaders_end = Clock::now();
-        if (Clock::now() - *at_leaders_end > kStaleEndWait) end = next;  // take the leader's
+        // Reported once per end: the wait for the rest is checked after each poll.
+        if (msg->offset >= marks->high && at_leaders_end == kNotAtEnd)
+          at_leaders_end = Clock::now();
         continue;
       }
       if (msg->err) return absl::UnavailableError(rd_kafka_err2str(msg->err));
       next = std::max(next, msg->offset + 1);
+      at_leaders_end = kNotAtEnd;  // more came
       entries.Add(*msg);
     }
+    if (at_leaders_end != kNotAtEnd && Clock::now() - at_leaders_end > kStaleEndWait) break;
   }
   (void)(*consumer)->Unassign();
   return absl::OkStatus();

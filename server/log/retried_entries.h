@@ -2,12 +2,13 @@
 // time (docs/CONTRACT.md, "Append"): a retry is answered with the ids of the copies already
 // written. A first copy can be in two places:
 // - in this walserver's hands: every stamped entry is claimed from before it is written until
-//   librdkafka reported its records; a retry of a claimed entry waits for that outcome and takes
-//   its id, so it never races its own first copy;
+//   librdkafka reported its records; a retry of a claimed entry waits for that outcome, so it
+//   never races its own first copy, and takes its id (or finds the copy in the log, when the call
+//   had ended before its records were reported);
 // - in the log, written by this process, by one killed since, or by another walserver on the same
 //   topics: a retry reads its slots from when its first attempt was sent
-//   (AppendRequest.first_attempt_age_ms before now, less kClockMargin) to their ends and takes
-//   the id of each entry it finds there whole.
+//   (AppendRequest.first_attempt_age_ms before it arrived, less kClockMargin) to their ends and
+//   takes the id of each entry it finds there whole.
 // A retry claims its entries before it reads the log, so that another attempt at them (the same
 // retry sent again, a first attempt that arrives late) waits for its outcome; what it does not
 // find, it writes.
@@ -111,13 +112,13 @@ class RetriedEntries {
   // write). Null, claiming nothing, when one of them is claimed already: the append is a retry
   // of an entry in flight here, whatever it says, and goes through Look.
   std::shared_ptr<Claim> ClaimFirstAttempt(const std::vector<AppendItem>& items);
-  // For a retry (its first attempt sent `first_attempt_age_ms` ago, 0 when unsaid): finds the
-  // items already written and claims the rest, whose index in the write is their rank among the
-  // items not found. `done` runs once, on a thread of this class, at about AnswerBy(deadline) at
-  // the latest: UNAVAILABLE when a first copy was still in flight or a slot could not be read by
-  // then, DEADLINE_EXCEEDED when the lookup could not start in time (nothing written either way;
-  // the appender retries).
-  void Look(std::vector<AppendItem> items, int64_t first_attempt_age_ms, Clock::time_point deadline,
+  // For a retry (its first attempt sent at `first_attempt_ms`, ms since the Unix epoch by this
+  // walserver's clock; 0 when unsaid): finds the items already written and claims the rest, whose
+  // index in the write is their rank among the items not found. `done` runs once, on a thread of
+  // this class, by about halfway to `deadline` (the write gets the other half): UNAVAILABLE when
+  // a first copy was still in flight or a slot could not be read by then, DEADLINE_EXCEEDED when
+  // the lookup could not start in time (nothing written either way; the appender retries).
+  void Look(std::vector<AppendItem> items, int64_t first_attempt_ms, Clock::time_point deadline,
             LookDone done);
 
   // For shutdown: lookups under way and later ones end at once with UNAVAILABLE.
@@ -143,7 +144,7 @@ class RetriedEntries {
   // The index of a claimed entry that the write does not carry (found in the log).
   static constexpr size_t kNotWritten = std::numeric_limits<size_t>::max();
 
-  absl::StatusOr<Found> Resolve(const std::vector<AppendItem>& items, int64_t first_attempt_age_ms,
+  absl::StatusOr<Found> Resolve(const std::vector<AppendItem>& items, int64_t first_attempt_ms,
                                 Clock::time_point deadline, std::shared_ptr<Claim>* claim);
   // Reads `slot` from `since_ms` to its end; the id of each wanted entry found goes to `found`.
   // `wanted`: each entry, and the lowest offset its copy may have.
@@ -167,5 +168,8 @@ class RetriedEntries {
 inline bool IsStamped(const AppendItem& item) {
   return !item.fence && item.stamp.writer_id != 0 && item.stamp.sequence != 0;
 }
+
+// Whether two stamped items name the same entry (namespace, writer, sequence).
+bool HasRepeatedEntry(const std::vector<AppendItem>& items);
 
 }  // namespace wal

@@ -39,6 +39,12 @@ class RefusedStream final
   void OnDone() override { delete this; }
 };
 
+int64_t UnixNowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 }  // namespace
 
 Clock::time_point SteadyDeadline(const grpc::CallbackServerContext& ctx) {
@@ -239,53 +245,89 @@ void WalServiceImpl::WriteOnce(Clock::time_point arrived, Clock::time_point dead
                "the append reached the writer after its deadline; nothing was written"));
     return;
   }
-  if (request->first_attempt_age_ms() == 0) {
+  const bool stamped = std::any_of(items.begin(), items.end(), IsStamped);
+  if (request->first_attempt_age_ms() == 0 || !stamped) {
     if (std::shared_ptr<RetriedEntries::Claim> claim = retried_->ClaimFirstAttempt(items)) {
       StartAppend(arrived, deadline, std::move(items), std::move(claim), std::move(done));
       return;
     }
+    // Its entries are claimed already: a retry that does not say so, or an entry twice.
+  }
+  if (HasRepeatedEntry(items)) {
+    Refuse(arrived, done,
+           absl::InvalidArgumentError(
+               "the append carries an entry (namespace, sequence) twice; nothing was written"));
+    return;
   }
   ++metrics_->append_retries_looked_up;
+  // When the first attempt was sent, by this walserver's clock: its age counts from the arrival.
+  int64_t first_attempt_ms = 0;
+  if (request->first_attempt_age_ms() > 0) {
+    const auto since_arrival =
+        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - arrived).count();
+    first_attempt_ms =
+        UnixNowMs() - since_arrival - static_cast<int64_t>(request->first_attempt_age_ms());
+  }
   std::vector<AppendItem> looked_up = items;  // views into `request`, which the lambda keeps
-  retried_->Look(std::move(looked_up), static_cast<int64_t>(request->first_attempt_age_ms()),
-                 deadline,
-                 [this, request, arrived, deadline, items = std::move(items),
-                  done = std::move(done)](absl::StatusOr<RetriedEntries::Found> found,
-                                          std::shared_ptr<RetriedEntries::Claim> claim) mutable {
-                   if (!found.ok()) {
-                     Refuse(arrived, done, found.status());
-                     return;
-                   }
-                   std::vector<AppendItem> rest;
-                   for (size_t i = 0; i < items.size(); ++i) {
-                     if (!(*found)[i]) rest.push_back(items[i]);
-                   }
-                   metrics_->append_retried_entries_found += items.size() - rest.size();
-                   // Every id: the found ones, and the written ones in their places.
-                   auto merge = [found = *std::move(found)](std::vector<uint64_t> written) {
-                     std::vector<uint64_t> ids;
-                     ids.reserve(found.size());
-                     size_t next = 0;
-                     for (const std::optional<uint64_t>& id : found) {
-                       ids.push_back(id ? *id : written[next++]);
-                     }
-                     return ids;
-                   };
-                   if (rest.empty()) {
-                     stages_.Record(AppendStage::kStart, Clock::now() - arrived);
-                     done(merge({}));
-                     return;
-                   }
-                   StartAppend(arrived, deadline, std::move(rest), std::move(claim),
-                               [merge = std::move(merge),
-                                done = std::move(done)](absl::StatusOr<std::vector<uint64_t>> ids) {
-                                 if (!ids.ok()) {
-                                   done(ids.status());
-                                   return;
-                                 }
-                                 done(merge(*std::move(ids)));
-                               });
+  retried_->Look(std::move(looked_up), first_attempt_ms, deadline,
+                 [this, request, arrived, deadline, done = std::move(done)](
+                     absl::StatusOr<RetriedEntries::Found> found,
+                     std::shared_ptr<RetriedEntries::Claim> claim) mutable {
+                   WriteNotFound(arrived, deadline, *request, std::move(found), std::move(claim),
+                                 std::move(done));
                  });
+}
+
+void WalServiceImpl::WriteNotFound(Clock::time_point arrived, Clock::time_point deadline,
+                                   const v1::AppendRequest& request,
+                                   absl::StatusOr<RetriedEntries::Found> found,
+                                   std::shared_ptr<RetriedEntries::Claim> claim, AppendDone done) {
+  if (!found.ok()) {
+    Refuse(arrived, done, found.status());
+    return;
+  }
+  // The lookup took time: the append may have run out of it, or its namespace been acquired by
+  // another writer meanwhile (whose fence the rest would land behind).
+  if (Clock::now() >= deadline) {
+    Refuse(arrived, done,
+           absl::DeadlineExceededError(
+               "the retry's deadline passed while it looked for its first copies; nothing was "
+               "written"));
+    return;
+  }
+  std::vector<AppendItem> items;
+  bool epoch_ahead = false;
+  if (absl::Status s = PrepareAppend(request, &items, &epoch_ahead); !s.ok()) {
+    Refuse(arrived, done, std::move(s));
+    return;
+  }
+  std::vector<AppendItem> rest;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (!(*found)[i]) rest.push_back(items[i]);
+  }
+  metrics_->append_retried_entries_found += items.size() - rest.size();
+  // Every id: the found ones, and the written ones in their places.
+  auto merge = [found = *std::move(found)](std::vector<uint64_t> written) {
+    std::vector<uint64_t> ids;
+    ids.reserve(found.size());
+    size_t next = 0;
+    for (const std::optional<uint64_t>& id : found) ids.push_back(id ? *id : written[next++]);
+    return ids;
+  };
+  if (rest.empty()) {
+    stages_.Record(AppendStage::kStart, Clock::now() - arrived);
+    done(merge({}));
+    return;
+  }
+  StartAppend(arrived, deadline, std::move(rest), std::move(claim),
+              [merge = std::move(merge),
+               done = std::move(done)](absl::StatusOr<std::vector<uint64_t>> ids) {
+                if (!ids.ok()) {
+                  done(ids.status());
+                  return;
+                }
+                done(merge(*std::move(ids)));
+              });
 }
 
 grpc::ServerUnaryReactor* WalServiceImpl::Append(grpc::CallbackServerContext* ctx,

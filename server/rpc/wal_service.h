@@ -133,6 +133,11 @@ class WalServiceImpl final : public WalServiceBase {
   void WriteOnce(Clock::time_point arrived, Clock::time_point deadline,
                  std::shared_ptr<const v1::AppendRequest> request, std::vector<AppendItem> items,
                  AppendDone done);
+  // The rest of a retry once its lookup ended: the items not found are checked again (the
+  // namespace may have been acquired away meanwhile) and written under `claim`.
+  void WriteNotFound(Clock::time_point arrived, Clock::time_point deadline,
+                     const v1::AppendRequest& request, absl::StatusOr<RetriedEntries::Found> found,
+                     std::shared_ptr<RetriedEntries::Claim> claim, AppendDone done);
   // Runs `work` on the admin pool and finishes the call with its status.
   grpc::ServerUnaryReactor* Defer(grpc::CallbackServerContext* ctx,
                                   std::function<absl::Status(Clock::time_point)> work);

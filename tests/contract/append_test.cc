@@ -229,6 +229,17 @@ TEST_F(ContractTest, ARetryOfWrittenEntriesGetsTheirIdsAndWritesNothing) {
   EXPECT_EQ((*entries)[2].entry_id(), (*mixed)[1]);
   EXPECT_NE(server_->metrics().Render().find("walserver_append_retried_entries_found_total 3\n"),
             std::string::npos);
+  // One entry twice in an append, first attempt or retry: refused, nothing written.
+  for (uint64_t age : {0, 1000}) {
+    v1::AppendRequest twice = Sequenced(3, 56, {9, 9});
+    twice.set_first_attempt_age_ms(age);
+    grpc::ClientContext ctx;
+    v1::AppendResponse response;
+    EXPECT_EQ(client_->stub().Append(&ctx, twice, &response).error_code(),
+              grpc::StatusCode::INVALID_ARGUMENT)
+        << "age " << age;
+  }
+  EXPECT_EQ(NextEntryId(*client_, 3), (*mixed)[1] + 1);
 }
 
 // A copy in an earlier incarnation of the namespace (deleted and created again since) is not the

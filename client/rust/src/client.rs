@@ -255,7 +255,9 @@ impl Client {
 
     /// Appends the request's entries (several namespaces may share one request) and returns
     /// their ids in request order, once Kafka acknowledged every one (acks=all). Ids increase
-    /// within a namespace in request order. Entries without a sequence get the next ones of this
+    /// within a namespace in request order (a retry's answer excepted, when an earlier attempt
+    /// wrote a later entry but not an earlier one: its ids are those of the copies in the log).
+    /// Entries without a sequence get the next ones of this
     /// client, and without an epoch the one this client acquired. Retried as "Retry-safe
     /// appends" says; on a final error a prefix may be durable. `FailedPrecondition` when the
     /// epoch was fenced; `InvalidArgument` for no entries, namespace id 0 or an entry over the
