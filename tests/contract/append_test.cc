@@ -7,6 +7,7 @@
 #include <atomic>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <random>
 #include <set>
 #include <thread>
@@ -340,7 +341,8 @@ TEST_F(ContractTest, RandomRetriesTruncationsAndFencesLeaveEachEntryOnce) {
     v1::AppendRequest request;
     std::chrono::steady_clock::time_point first_attempt;
   };
-  std::map<std::pair<uint64_t, uint64_t>, Sent> sent;                   // (ns, seq): its append
+  std::map<std::pair<uint64_t, uint64_t>, Sent> sent;  // (ns, seq): its append
+  std::mutex answers_mu;  // retries sent at once answer on their own threads
   std::map<std::pair<uint64_t, uint64_t>, std::set<uint64_t>> answers;  // (ns, seq): ids given
   std::map<uint64_t, uint64_t> next_sequence;
   std::map<uint64_t, uint64_t> epoch;
@@ -351,6 +353,7 @@ TEST_F(ContractTest, RandomRetriesTruncationsAndFencesLeaveEachEntryOnce) {
     v1::AppendResponse response;
     const grpc::Status status = client_->stub().Append(&ctx, request, &response);
     if (!status.ok() || !keep_answer) return status.error_code();
+    std::lock_guard<std::mutex> lock(answers_mu);
     for (int i = 0; i < request.entries_size(); ++i) {
       const v1::Entry& e = request.entries(i);
       answers[{e.namespace_id(), e.sequence()}].insert(response.entry_ids(i));
