@@ -112,9 +112,21 @@ class ClusterFaultTest : public ::testing::Test {
     }
     return ::testing::AssertionSuccess();
   }
-  // The node leading a partition, from a metadata request.
+  // The node leading a partition, from a metadata request to any node.
   int Leader(const std::string& topic, int32_t partition) {
-    auto client = NewKafkaClient(RD_KAFKA_PRODUCER, {{"bootstrap.servers", brokers_}});
+    return LeaderAsSeenBy(brokers_, topic, partition);
+  }
+  // The same, asked of node `node` alone: a node cut off from the others still names itself.
+  int LeaderAsSeenBy(int node, const std::string& topic, int32_t partition) {
+    std::ifstream in(absl::StrCat(cluster_, "/node-", node, "/bootstrap"));
+    std::string address;
+    std::getline(in, address);
+    return address.empty() ? -1 : LeaderAsSeenBy(address, topic, partition);
+  }
+  // A new client's first metadata request goes to a bootstrap broker: with one address, that one.
+  static int LeaderAsSeenBy(const std::string& bootstrap, const std::string& topic,
+                            int32_t partition) {
+    auto client = NewKafkaClient(RD_KAFKA_PRODUCER, {{"bootstrap.servers", bootstrap}});
     if (!client.ok()) return -1;
     rd_kafka_topic_t* t = rd_kafka_topic_new(client->get(), topic.c_str(), nullptr);
     const rd_kafka_metadata_t* md = nullptr;
