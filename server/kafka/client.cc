@@ -7,9 +7,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
+#include <mutex>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "spdlog/spdlog.h"
 
@@ -50,7 +54,48 @@ int OpenSocket(int domain, int type, int protocol, void* /*opaque*/) {
   return fd;
 }
 
+// Every open Kafka connection's socket and the broker it goes to, for DropConnectionsTo. A
+// socket leaves before librdkafka closes it, under the same lock that a drop shuts it down
+// under, so a drop never touches a number the kernel gave to something else.
+struct Connections {
+  std::mutex mu;
+  absl::flat_hash_map<int, std::string> broker_of ABSL_GUARDED_BY(mu);
+};
+Connections& OpenConnections() {
+  static auto* connections = new Connections();
+  return *connections;
+}
+
+// librdkafka's connect_cb: its default (a non-blocking connect), remembering the broker.
+int ConnectSocket(int fd, const struct sockaddr* address, int length, const char* broker,
+                  void* /*opaque*/) {
+  {
+    Connections& c = OpenConnections();
+    std::lock_guard<std::mutex> lock(c.mu);
+    c.broker_of[fd] = broker;
+  }
+  if (connect(fd, address, static_cast<socklen_t>(length)) == 0 || errno == EINPROGRESS) return 0;
+  return errno;
+}
+
+int CloseSocket(int fd, void* /*opaque*/) {
+  Connections& c = OpenConnections();
+  std::lock_guard<std::mutex> lock(c.mu);
+  c.broker_of.erase(fd);
+  return close(fd);
+}
+
 }  // namespace
+
+int DropConnectionsTo(const std::string& address) {
+  Connections& c = OpenConnections();
+  std::lock_guard<std::mutex> lock(c.mu);
+  int dropped = 0;
+  for (const auto& [fd, broker] : c.broker_of) {
+    if (broker == address && shutdown(fd, SHUT_RDWR) == 0) ++dropped;
+  }
+  return dropped;
+}
 
 void SetKafkaRtoMax(std::chrono::milliseconds cap) {
   rto_max_ms.store(static_cast<int>(cap.count()));
@@ -81,6 +126,8 @@ absl::StatusOr<KafkaHandle> NewKafkaClient(rd_kafka_type_t type, const KafkaProp
   }
   rd_kafka_conf_set_log_cb(conf, LogFromKafka);
   rd_kafka_conf_set_socket_cb(conf, OpenSocket);
+  rd_kafka_conf_set_connect_cb(conf, ConnectSocket);
+  rd_kafka_conf_set_closesocket_cb(conf, CloseSocket);
   if (customize) customize(conf);
   rd_kafka_t* rk = rd_kafka_new(type, conf, errstr, sizeof(errstr));
   if (rk == nullptr) {

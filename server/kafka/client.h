@@ -46,6 +46,13 @@ void SetKafkaRtoMax(std::chrono::milliseconds cap);
 // Whether this kernel takes the cap (older ones keep TCP's own backoff).
 bool KernelCapsRto();
 
+// Shuts down every connection this process's clients hold to the broker `address` (its
+// advertised "host:port"), as a network failure would; librdkafka fails their requests in
+// flight, asks another broker for metadata while that one is down, and connects again. How
+// walserver stops waiting on a leader that goes on naming itself after the others chose a new
+// one (stale_leaders.h). Returns how many it shut down.
+int DropConnectionsTo(const std::string& address);
+
 // Creates a client of `type` with `properties`; `customize` may add callbacks to the conf.
 absl::StatusOr<KafkaHandle> NewKafkaClient(
     rd_kafka_type_t type, const KafkaProperties& properties,
