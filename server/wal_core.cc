@@ -43,6 +43,7 @@ void WalCore::Close() {
   // Lookups still running hand what they did not find to the writer: they end first. Their
   // claims go with the writer's callbacks, so the claims' table outlives the writer.
   if (retried_) retried_->Close();
+  stale_leaders_.reset();  // it asks the writer
   writer_.reset();
   retried_.reset();
   meta_.reset();
@@ -254,6 +255,15 @@ absl::Status WalCore::StartWriter(const ServerOptions& o) {
   auto writer = EntryWriter::Create(writer_kafka_, writer_options, o.name);
   if (!writer.ok()) return writer.status();
   writer_ = std::move(*writer);
+  StaleLeaderWatchOptions watch;
+  watch.kafka = kafka_;
+  // A record reported within a second is the rule: a produce round trip takes milliseconds.
+  watch.stalled_slots = [writer = writer_.get()] {
+    return writer->StalledSlots(std::chrono::seconds(1));
+  };
+  watch.on_drop = [metrics = &metrics_] { ++metrics->stale_leader_drops; };
+  watch.name = o.name;
+  stale_leaders_ = std::make_unique<StaleLeaderWatch>(std::move(watch));
   return absl::OkStatus();
 }
 

@@ -14,6 +14,7 @@
 #include "server/kafka/admin.h"
 #include "server/kafka/client.h"
 #include "server/kafka/mock_cluster.h"
+#include "server/kafka/stale_leaders.h"
 #include "server/log/entry_reader.h"
 #include "server/log/entry_writer.h"
 #include "server/log/retried_entries.h"
@@ -87,6 +88,7 @@ class WalCore {
   KafkaHandle admin_;
   std::unique_ptr<MetaStore> meta_;
   std::unique_ptr<EntryWriter> writer_;
+  std::unique_ptr<StaleLeaderWatch> stale_leaders_;  // watches the writer's slots
   std::unique_ptr<EntryReader> reader_;
   // Closed after the writer, whose pending callbacks hold its claims.
   std::unique_ptr<RetriedEntries> retried_;

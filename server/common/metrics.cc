@@ -75,6 +75,9 @@ constexpr Family kFamilies[] = {
     {"walserver_append_retried_entries_found_total", "counter",
      "Entries of retried appends found written already: answered with that copy's id, not "
      "written again."},
+    {"walserver_stale_leader_drops_total", "counter",
+     "Times walserver dropped its connections to a broker that named itself leader of a slot "
+     "whose records waited unanswered while most of the other brokers named another."},
     {"walserver_appends_in_flight", "gauge", "Append calls waiting for Kafka."},
     {"walserver_append_bytes_in_flight", "gauge", "Entry bytes of appends waiting for Kafka."},
     {"walserver_append_bytes_in_flight_limit", "gauge",
@@ -371,6 +374,8 @@ void Metrics::RenderCounters(MetricWriter& w) const {
            static_cast<double>(append_retries_looked_up.load()));
   w.Sample("walserver_append_retried_entries_found_total", {},
            static_cast<double>(append_retried_entries_found.load()));
+  w.Sample("walserver_stale_leader_drops_total", {},
+           static_cast<double>(stale_leader_drops.load()));
   w.Sample("walserver_pruned_records_total", {}, static_cast<double>(pruned_records.load()));
   w.Sample("walserver_prune_refusals_total", {}, static_cast<double>(prune_refusals.load()));
   w.Sample("walserver_prune_logical", {}, static_cast<double>(prune_logical.load()));

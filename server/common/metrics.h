@@ -73,6 +73,7 @@ class Metrics {
   std::atomic<uint64_t> append_checksum_mismatches{0};
   std::atomic<uint64_t> append_retries_looked_up{0};
   std::atomic<uint64_t> append_retried_entries_found{0};
+  std::atomic<uint64_t> stale_leader_drops{0};
   std::atomic<uint64_t> pruned_records{0};
   std::atomic<uint64_t> prune_refusals{0};
   std::atomic<int64_t> prune_logical{0};

@@ -389,7 +389,7 @@ void EntryWriter::Flush(ProducerSlot& owner, const Slot& slot, SlotQueue& queue,
   if (group->unreported == 0) {
     delete group;
   } else {
-    ++queue.groups_in_flight;
+    if (queue.groups_in_flight++ == 0) queue.last_progress = Clock::now();
   }
 }
 
@@ -405,6 +405,7 @@ void EntryWriter::OnOutgoing(Outgoing* o, const Delivery& delivery) {
   {
     std::lock_guard<std::mutex> lock(owner.produce_mu);
     Group* group = o->group;
+    group->queue->last_progress = Clock::now();
     if (--group->unreported == 0) {
       // The slot's next group leaves now, with everything that gathered meanwhile.
       const Slot& slot = *group->slot;
@@ -424,6 +425,18 @@ int64_t EntryWriter::AcknowledgedEnd(const Slot& slot) const {
   std::lock_guard<std::mutex> lock(acknowledged_mu_);
   auto it = acknowledged_end_.find(slot);
   return it == acknowledged_end_.end() ? 0 : it->second;
+}
+
+std::vector<Slot> EntryWriter::StalledSlots(std::chrono::milliseconds quiet) const {
+  std::vector<Slot> stalled;
+  const Clock::time_point since = Clock::now() - quiet;
+  for (const auto& owner : producers_) {
+    std::lock_guard<std::mutex> lock(owner->produce_mu);
+    for (const auto& [slot, queue] : owner->queues) {
+      if (queue.groups_in_flight > 0 && queue.last_progress <= since) stalled.push_back(slot);
+    }
+  }
+  return stalled;
 }
 
 void EntryWriter::FailParts(std::vector<Failed> failed) {

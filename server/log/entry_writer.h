@@ -99,6 +99,9 @@ class EntryWriter {
   // One past the highest offset of `slot` Kafka acknowledged to this writer (0 if none): the
   // slot's high watermark is at least this, whatever a stale leader says (EntryReader).
   int64_t AcknowledgedEnd(const Slot& slot) const;
+  // The slots with records out whose last report (or, with none yet, whose first record out) is
+  // at least `quiet` ago: a leader that takes records and never answers (stale_leaders.h).
+  std::vector<Slot> StalledSlots(std::chrono::milliseconds quiet) const;
 
  private:
   class Call;
@@ -117,6 +120,8 @@ class EntryWriter {
   struct SlotQueue {
     std::vector<Part> queued;
     int groups_in_flight = 0;
+    // When a record of the slot was last reported, or a group left with none out before.
+    Clock::time_point last_progress;
   };
   struct ProducerSlot {
     // Keeps the records of one slot in queue order, and the chunks of one entry contiguous.
