@@ -114,35 +114,46 @@ class ClusterFaultTest : public ::testing::Test {
   }
   // The node leading a partition, from a metadata request to any node.
   int Leader(const std::string& topic, int32_t partition) {
-    return LeaderAsSeenBy(brokers_, topic, partition);
+    return AskForLeader(brokers_, topic, partition).leader;
   }
-  // The same, asked of node `node` alone: a node cut off from the others still names itself.
+  // The same, as node `node` names it (a node cut off from the others still names itself), or
+  // -1. A new client bootstrapped on it may ask another node once it knows them: asked again.
   int LeaderAsSeenBy(int node, const std::string& topic, int32_t partition) {
     std::ifstream in(absl::StrCat(cluster_, "/node-", node, "/bootstrap"));
     std::string address;
     std::getline(in, address);
-    return address.empty() ? -1 : LeaderAsSeenBy(address, topic, partition);
+    for (int attempt = 0; attempt < 5 && !address.empty(); ++attempt) {
+      const LeaderAnswer answer = AskForLeader(address, topic, partition);
+      if (answer.by == node || answer.by_name.rfind(address + "/", 0) == 0) return answer.leader;
+    }
+    return -1;
   }
-  // A new client's first metadata request goes to a bootstrap broker: with one address, that one.
-  static int LeaderAsSeenBy(const std::string& bootstrap, const std::string& topic,
-                            int32_t partition) {
+  struct LeaderAnswer {
+    int leader = -1;
+    int by = -1;          // the node that answered; -1 for a bootstrap broker
+    std::string by_name;  // its name: host:port/(id|bootstrap)
+  };
+  static LeaderAnswer AskForLeader(const std::string& bootstrap, const std::string& topic,
+                                   int32_t partition) {
+    LeaderAnswer answer;
     auto client = NewKafkaClient(RD_KAFKA_PRODUCER, {{"bootstrap.servers", bootstrap}});
-    if (!client.ok()) return -1;
+    if (!client.ok()) return answer;
     rd_kafka_topic_t* t = rd_kafka_topic_new(client->get(), topic.c_str(), nullptr);
     const rd_kafka_metadata_t* md = nullptr;
-    int leader = -1;
     if (rd_kafka_metadata(client->get(), 0, t, &md, 10000) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+      answer.by = md->orig_broker_id;
+      answer.by_name = md->orig_broker_name != nullptr ? md->orig_broker_name : "";
       for (int i = 0; i < md->topic_cnt; ++i) {
         for (int p = 0; p < md->topics[i].partition_cnt; ++p) {
           if (md->topics[i].partitions[p].id == partition) {
-            leader = md->topics[i].partitions[p].leader;
+            answer.leader = md->topics[i].partitions[p].leader;
           }
         }
       }
       rd_kafka_metadata_destroy(md);
     }
     rd_kafka_topic_destroy(t);
-    return leader;
+    return answer;
   }
   static std::function<std::unique_ptr<Client>()> Connector(
       const std::string& address, std::chrono::milliseconds timeout = std::chrono::seconds(60)) {
