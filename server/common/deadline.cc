@@ -24,4 +24,10 @@ Clock::time_point Within(Clock::time_point deadline, Clock::duration timeout) {
   return deadline - now < timeout ? deadline : now + timeout;
 }
 
+int64_t UnixNowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 }  // namespace wal

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 
 namespace wal {
 
@@ -24,5 +25,9 @@ Clock::time_point HalfwayTo(Clock::time_point deadline);
 
 // The earlier of `deadline` and `timeout` from now.
 Clock::time_point Within(Clock::time_point deadline, Clock::duration timeout);
+
+// Milliseconds since the Unix epoch by this host's wall clock: the time records carry and Kafka
+// looks up by. Never for a deadline (wall clocks jump).
+int64_t UnixNowMs();
 
 }  // namespace wal

@@ -210,9 +210,7 @@ std::unique_ptr<char[]> EntryWriter::Encode(const std::vector<AppendItem>& items
   for (const AppendItem& item : items) bytes += bytes_of(item);
   std::unique_ptr<char[]> buffer(new char[bytes]);  // every byte is written below
   RecordSource source = source_;
-  source.created_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                          std::chrono::system_clock::now().time_since_epoch())
-                          .count();
+  source.created_ms = UnixNowMs();
   records->reserve(items.size());
   first_record->reserve(items.size() + 1);
   char* out = buffer.get();

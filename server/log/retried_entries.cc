@@ -19,12 +19,6 @@ SequenceKey KeyOf(const AppendItem& item) {
   return SequenceKey{item.namespace_id, item.stamp.writer_id, item.stamp.sequence};
 }
 
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 // Follows the records of a slot in offset order and names the entries found whole: a split
 // entry counts only once its last chunk is seen after all the others (a torn one is not
 // written, for its readers skip it).
@@ -199,7 +193,7 @@ absl::StatusOr<RetriedEntries::Found> RetriedEntries::Resolve(const std::vector<
   const Clock::time_point answer_by =
       std::min(AnswerBy(deadline), HalfwayTo(Within(deadline, options_.max_lookup)));
   const int64_t since_ms = std::max<int64_t>(
-      0, (first_attempt_ms > 0 ? first_attempt_ms : NowMs() - kUnsaidLookback.count()) -
+      0, (first_attempt_ms > 0 ? first_attempt_ms : UnixNowMs() - kUnsaidLookback.count()) -
              kClockMargin.count());
   Found found(items.size());
   // Claimed before the log is read: every other attempt at these entries (a retry sent again,

@@ -327,9 +327,7 @@ absl::Status MetaStore::Announce(const std::string& host, const std::string& lis
   announcement.set_session(session_);
   announcement.set_host(host);
   announcement.set_listen(listen);
-  announcement.set_started_ms(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                  std::chrono::system_clock::now().time_since_epoch())
-                                  .count());
+  announcement.set_started_ms(UnixNowMs());
   auto offset = ProduceAndApply(absl::StrCat(kServerKeyPrefix, options_.writer),
                                 announcement.SerializeAsString(), deadline);
   return offset.status();

@@ -39,12 +39,6 @@ class RefusedStream final
   void OnDone() override { delete this; }
 };
 
-int64_t UnixNowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 }  // namespace
 
 Clock::time_point SteadyDeadline(const grpc::CallbackServerContext& ctx) {
