@@ -4,6 +4,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <set>
 #include <thread>
 #include <utility>
@@ -334,6 +335,37 @@ absl::Status EnsureTopics(rd_kafka_t* rk, const std::vector<TopicSpec>& topics,
     }
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<PartitionReplicas> DescribeReplicas(rd_kafka_t* rk, const Slot& slot,
+                                                   Clock::time_point deadline) {
+  rd_kafka_topic_t* rkt = rd_kafka_topic_new(rk, slot.topic.c_str(), nullptr);
+  const rd_kafka_metadata_t* md = nullptr;
+  const rd_kafka_resp_err_t err = rd_kafka_metadata(rk, 0, rkt, &md, TimeoutMs(deadline));
+  rd_kafka_topic_destroy(rkt);
+  if (err) return KafkaErrorToStatus(err, absl::StrCat("metadata of topic ", slot.topic));
+  std::optional<PartitionReplicas> found;
+  for (int t = 0; t < md->topic_cnt && !found; ++t) {
+    if (slot.topic != md->topics[t].topic) continue;
+    for (int p = 0; p < md->topics[t].partition_cnt; ++p) {
+      const rd_kafka_metadata_partition_t& partition = md->topics[t].partitions[p];
+      if (partition.id != slot.partition) continue;
+      found.emplace();
+      found->leader = partition.leader;
+      found->replicas.assign(partition.replicas, partition.replicas + partition.replica_cnt);
+      found->in_sync.assign(partition.isrs, partition.isrs + partition.isr_cnt);
+    }
+  }
+  for (int b = 0; found && b < md->broker_cnt; ++b) {
+    if (md->brokers[b].id == found->leader) {
+      found->leader_address = absl::StrCat(md->brokers[b].host, ":", md->brokers[b].port);
+    }
+  }
+  rd_kafka_metadata_destroy(md);
+  if (!found) {
+    return absl::NotFoundError(absl::StrCat(slot.topic, "[", slot.partition, "] not found"));
+  }
+  return *found;
 }
 
 absl::StatusOr<int> CountLiveBrokers(rd_kafka_t* rk, Clock::time_point deadline) {

@@ -74,6 +74,17 @@ inline constexpr char kFewerThanOwnMinInsync[] = "fewer than its min.insync.repl
 absl::Status EnsureTopics(rd_kafka_t* rk, const std::vector<TopicSpec>& topics,
                           Clock::time_point deadline);
 
+// Who holds a partition's copies, from a metadata request: its leader (and the address it
+// advertises), its replicas and those in sync.
+struct PartitionReplicas {
+  int32_t leader = -1;
+  std::string leader_address;
+  std::vector<int32_t> replicas;
+  std::vector<int32_t> in_sync;
+};
+absl::StatusOr<PartitionReplicas> DescribeReplicas(rd_kafka_t* rk, const Slot& slot,
+                                                   Clock::time_point deadline);
+
 // Asks any broker for the cluster's metadata: the number of live brokers, or UNAVAILABLE when
 // none answered by `deadline`.
 absl::StatusOr<int> CountLiveBrokers(rd_kafka_t* rk, Clock::time_point deadline);

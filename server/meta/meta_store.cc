@@ -7,6 +7,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "server/common/deadline.h"
 #include "server/common/namespace_key.h"
 #include "server/kafka/admin.h"
@@ -19,6 +20,33 @@
 
 namespace wal {
 namespace {
+
+// What to do about a damaged copy of the metadata topic: the leader served it, and a copy in
+// sync on another broker is whole unless the same bytes broke there too (Kafka checked the
+// batch when it took it). Which files to remove, and where, or that only a backup helps.
+std::string RepairAdvice(const std::string& topic,
+                         const absl::StatusOr<PartitionReplicas>& replicas) {
+  if (!replicas.ok()) {
+    return absl::StrCat("Repair or restore the topic (which brokers hold its copies is unknown: ",
+                        replicas.status().message(), ")");
+  }
+  std::vector<int32_t> others;
+  for (int32_t broker : replicas->in_sync) {
+    if (broker != replicas->leader) others.push_back(broker);
+  }
+  const std::string leader =
+      absl::StrCat("broker ", replicas->leader, " (", replicas->leader_address, "), which leads ",
+                   topic, "[0] and served the damaged copy");
+  if (others.empty()) {
+    return absl::StrCat("The only copy in sync is on ", leader,
+                        ": restore the topic from a backup, or delete it to start with no "
+                        "namespaces (their entries stay in the slots, unreachable)");
+  }
+  return absl::StrCat("Copies in sync are on broker(s) ", absl::StrJoin(others, ", "),
+                      ". Repair: stop ", leader, ", remove the directory ", topic,
+                      "-0 from its log.dirs, start it again (another broker leads meanwhile and "
+                      "it copies the partition back), then start walserver");
+}
 
 using meta::v1::NamespaceRecord;
 
@@ -204,10 +232,13 @@ void MetaStore::TailLoop() {
       } else if (IsDamagedRecords(msg->err)) {
         // Records of the table are damaged in Kafka's log: a table built past them would lack
         // their changes. The tail stops here for good; health and every wait for it say why.
-        damaged_at_ =
-            absl::StrCat("damaged in Kafka's log at offset ", std::max(msg->offset, next_offset_),
-                         " (", KafkaErrorToStatus(msg->err, "tailing the metadata topic").message(),
-                         "); the namespace table is not read past it: repair or restore the topic");
+        damaged_at_ = absl::StrCat(
+            "damaged in Kafka's log at offset ", std::max(msg->offset, next_offset_), " (",
+            KafkaErrorToStatus(msg->err, "tailing the metadata topic").message(),
+            "); the namespace table is not read past it. ",
+            RepairAdvice(options_.topic,
+                         DescribeReplicas(watermarks_client_.get(), Slot{options_.topic, 0},
+                                          Clock::now() + std::chrono::seconds(5))));
         spdlog::error("metadata topic {}: {}", options_.topic, damaged_at_);
         tail_error_ = damaged_at_;
         // Waits for the table fail now; nothing is fetched any more.

@@ -1,7 +1,13 @@
 // Faults injected into a 3-node Kafka cluster (replication factor 3, min.insync.replicas 2) under
 // a steady append load, each checked with the Workload checker: the slot leader killed and
-// restarted, walserver killed and restarted, every node down for 30 s. ./scripts/test.sh starts
-// the cluster and passes its directory in $WAL_TEST_CLUSTER.
+// restarted, walserver killed and restarted, every node down for 30 s; and the metadata topic
+// damaged on its leader's disk, repaired as walserver says. ./scripts/test.sh starts the cluster
+// and passes its directory in $WAL_TEST_CLUSTER.
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "absl/strings/match.h"
 #include "tests/fault/cluster_fixture.h"
 
 namespace wal::testing {
@@ -114,6 +120,65 @@ TEST_F(ClusterFaultTest, AllNodesDownFor30SecondsFailsFastAndRecovers) {
                       " ms; threads ", threads_before, " -> max ", threads_max, "; RSS ",
                       rss_before / 1024, " -> max ", rss_max / 1024, " MiB; appends resumed ",
                       resumed.count(), " ms after the nodes were up"));
+}
+
+// Flips one byte of the first copy of `pattern` in node `node`'s log of `topic` [0].
+bool DamageRecord(const std::string& cluster, int node, const std::string& topic,
+                  const std::string& pattern) {
+  const std::filesystem::path dir =
+      std::filesystem::path(cluster) / absl::StrCat("node-", node) / "data" / (topic + "-0");
+  std::error_code error;
+  for (const auto& file : std::filesystem::directory_iterator(dir, error)) {
+    if (file.path().extension() != ".log") continue;
+    std::fstream segment(file.path(), std::ios::in | std::ios::out | std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(segment)),
+                            std::istreambuf_iterator<char>());
+    const size_t at = bytes.find(pattern);
+    if (at == std::string::npos) continue;
+    segment.seekp(static_cast<std::streamoff>(at));
+    segment.put(static_cast<char>(bytes[at] ^ 0x20));
+    return segment.good();
+  }
+  return false;
+}
+
+TEST_F(ClusterFaultTest, MetadataDamagedOnItsLeaderIsRepairedAsWalserverSays) {
+  auto server = StartServer();
+  ASSERT_NE(server, nullptr);
+  // Its key's bytes, "ABCDEFGH", are easy to find in the metadata topic's log.
+  constexpr uint64_t kNamespace = 0x4142434445464748;
+  {
+    auto admin = Connect(server->address());
+    ASSERT_TRUE(Created(*admin, *server, {kNamespace}));
+    ASSERT_TRUE(admin->Append(kNamespace, {"kept"}).ok());
+  }
+  ASSERT_EQ(server->Stop(), 0);
+  const std::string meta = prefix_ + "_meta";
+  const int leader = Leader(meta, 0);
+  ASSERT_GE(leader, 1);
+  ASSERT_TRUE(DamageRecord(cluster_, leader, meta, "ABCDEFGH"));
+
+  const absl::Status refused = server->Restart();
+  ASSERT_FALSE(refused.ok()) << "walserver started on a namespace table missing a record";
+  const std::string said(refused.message());
+  EXPECT_TRUE(absl::StrContains(said, absl::StrCat("broker ", leader, " (")) &&
+              absl::StrContains(said, absl::StrCat("which leads ", meta, "[0]")) &&
+              absl::StrContains(said, "Copies in sync are on broker(s) "))
+      << said;
+
+  // As it says: the leader stopped, its copy removed, started again; it copies the partition
+  // back from the others.
+  ASSERT_TRUE(Node("node-stop", leader));
+  std::filesystem::remove_all(std::filesystem::path(cluster_) / absl::StrCat("node-", leader) /
+                              "data" / (meta + "-0"));
+  ASSERT_TRUE(Node("node-start", leader));
+  ASSERT_TRUE(AllNodesInTheCluster(std::chrono::seconds(60)));
+  ASSERT_TRUE(server->Restart().ok()) << "walserver must start on the repaired topic";
+  auto admin = Connect(server->address());
+  auto entries = admin->ReadAll(kNamespace);
+  ASSERT_TRUE(entries.ok()) << entries.status();
+  ASSERT_EQ(entries->size(), 1u);
+  EXPECT_EQ((*entries)[0].data(), "kept");
 }
 
 }  // namespace

@@ -148,7 +148,7 @@ assert data.get(later) == [b"delta"], data
 assert ends.get(later) == 0, ends
 PY
 # The metadata topic damaged in the broker's log: walserver does not start on a namespace table
-# that would lack the damaged records' changes, and says why.
+# that would lack the damaged records' changes, and says why and which copies to repair from.
 kill "$PID"
 wait "$PID" 2>/dev/null || true
 python3 - "$WAL_TEST_KAFKA_DATA_DIR/${prefix}_meta-0" <<'PY' || fail "could not damage the record"
@@ -172,4 +172,6 @@ started=$(date +%s)
 # Not after its 60 s start-up timeout: the wait for the table fails as soon as the damage is met.
 (($(date +%s) - started < 30)) || fail "walserver took $(($(date +%s) - started)) s to give up"
 expect_contains "$(cat "$work/damaged.log")" "damaged in Kafka's log at offset"
+# And what to do about it: the suite broker holds the topic's only copy.
+expect_contains "$(cat "$work/damaged.log")" "The only copy in sync is on broker"
 echo "recovery_test: all checks passed"
