@@ -32,8 +32,7 @@ std::vector<int32_t> StaleLeaders(const std::map<int32_t, int32_t>& named, size_
       if (other != broker && their_leader >= 0 && their_leader != broker) ++others;
     }
     // A majority of the others: a broker that learned of a new leader a moment before the rest
-    // does not make the old one stale, and one that lags does not make the new one stale.
-    // Two brokers have no majority either way.
+    // does not make the old one stale. Two brokers have no majority either way.
     if (brokers >= 3 && 2 * others > brokers - 1) stale.push_back(broker);
   }
   return stale;
@@ -62,11 +61,18 @@ uint64_t StaleLeaderWatch::drops() const {
   return drops_;
 }
 
+bool StaleLeaderWatch::AwaitingConfirmation() {
+  std::lock_guard<std::mutex> check(check_mu_);
+  return !suspects_.empty();
+}
+
 void StaleLeaderWatch::Loop() {
+  std::chrono::milliseconds wait = options_.interval;
   std::unique_lock<std::mutex> lock(mu_);
-  while (!wake_.wait_for(lock, options_.interval, [this] { return stop_; })) {
+  while (!wake_.wait_for(lock, wait, [this] { return stop_; })) {
     lock.unlock();
     CheckNow();
+    wait = AwaitingConfirmation() ? options_.confirm_after : options_.interval;
     lock.lock();
   }
 }
@@ -159,26 +165,40 @@ std::map<Slot, std::map<int32_t, int32_t>> StaleLeaderWatch::AskEachBroker(
 
 std::vector<int32_t> StaleLeaderWatch::CheckNow() {
   const std::vector<Slot> slots = options_.stalled_slots();
-  if (slots.empty()) return {};
-  const std::map<Slot, std::map<int32_t, int32_t>> named = AskEachBroker(slots);
+  const std::map<Slot, std::map<int32_t, int32_t>> named =
+      slots.empty() ? std::map<Slot, std::map<int32_t, int32_t>>{} : AskEachBroker(slots);
   std::map<int32_t, std::string> addresses;
   size_t brokers = 0;
+  std::set<std::pair<Slot, int32_t>> suspects;
   {
     std::lock_guard<std::mutex> check(check_mu_);
     brokers = brokers_.size();
     for (const auto& [id, broker] : brokers_) addresses[id] = broker.address;
+    for (const auto& [slot, leaders] : named) {
+      for (int32_t broker : StaleLeaders(leaders, brokers)) suspects.emplace(slot, broker);
+    }
+    std::swap(suspects, suspects_);  // `suspects` now holds the last check's
   }
   std::set<int32_t> stale;
   for (const auto& [slot, leaders] : named) {
     for (int32_t broker : StaleLeaders(leaders, brokers)) {
+      // Found once, it may be a broker behind by a moment that makes a new leader look stale.
+      if (suspects.count({slot, broker}) == 0) {
+        spdlog::debug(
+            "{}: broker {} names itself leader of {}[{}] against the others; looking "
+            "again before dropping it",
+            options_.name, broker, slot.topic, slot.partition);
+        continue;
+      }
       if (!stale.insert(broker).second) continue;
       std::vector<std::string> others;
       for (const auto& [other, leader] : leaders) {
         if (other != broker) others.push_back(absl::StrCat(other, " names ", leader));
       }
       const int dropped = DropConnectionsTo(addresses[broker]);
-      if (dropped > 0) {
-        if (options_.on_drop) options_.on_drop();
+      if (dropped == 0) continue;  // nothing of ours waits on it
+      if (options_.on_drop) options_.on_drop();
+      {
         std::lock_guard<std::mutex> count(mu_);
         ++drops_;
       }

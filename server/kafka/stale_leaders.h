@@ -18,8 +18,10 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -30,7 +32,9 @@ namespace wal {
 
 // The brokers that name themselves leader while most of the other brokers name another:
 // `named[b]` is the leader broker b names (-1: none), for every broker that answered;
-// `brokers` is how many the cluster has (at least 3: two have no majority).
+// `brokers` is how many the cluster has (at least 3: two have no majority). One look can
+// misjudge: of three brokers, one that has not yet heard of a new leader makes the new one look
+// stale, so StaleLeaderWatch acts only on a verdict that two looks in a row reach.
 std::vector<int32_t> StaleLeaders(const std::map<int32_t, int32_t>& named, size_t brokers);
 
 struct StaleLeaderWatchOptions {
@@ -39,6 +43,9 @@ struct StaleLeaderWatchOptions {
   // The slots to check: those whose records have waited long without an answer.
   std::function<std::vector<Slot>()> stalled_slots;
   std::chrono::milliseconds interval{500};
+  // After a look that found a stale leader, the next look (which must find it again before its
+  // connections are dropped) comes this much later.
+  std::chrono::milliseconds confirm_after{200};
   // How long one broker may take to answer (a metadata request takes milliseconds).
   std::chrono::milliseconds query_timeout{500};
   std::function<void()> on_drop;  // for metrics; may be empty
@@ -50,8 +57,8 @@ class StaleLeaderWatch {
   explicit StaleLeaderWatch(StaleLeaderWatchOptions options);  // starts checking
   ~StaleLeaderWatch();
 
-  // Checks the stalled slots once (the thread does, `interval` after the last check ended); the
-  // stale leaders found, each dropped.
+  // Checks the stalled slots once (the thread does, `interval` after the last check ended): the
+  // stale leaders that the check before found too, each dropped.
   std::vector<int32_t> CheckNow();
   // Times a stale leader's connections were dropped (it had some).
   uint64_t drops() const;
@@ -70,10 +77,13 @@ class StaleLeaderWatch {
                              std::map<int32_t, Broker>* brokers) const;
   void Loop();
   bool Stopping() const;
+  bool AwaitingConfirmation();
 
   const StaleLeaderWatchOptions options_;
   std::mutex check_mu_;  // one check at a time
   std::map<int32_t, Broker> brokers_ ABSL_GUARDED_BY(check_mu_);
+  // The (slot, broker) verdicts of the last check.
+  std::set<std::pair<Slot, int32_t>> suspects_ ABSL_GUARDED_BY(check_mu_);
   mutable std::mutex mu_;
   std::condition_variable wake_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;

@@ -403,7 +403,9 @@ void EntryWriter::OnOutgoing(Outgoing* o, const Delivery& delivery) {
   {
     std::lock_guard<std::mutex> lock(owner.produce_mu);
     Group* group = o->group;
-    group->queue->last_progress = Clock::now();
+    // A failed report is no progress: records expiring one after another at a stale leader
+    // would otherwise hide the stall from the stale-leader watch.
+    if (delivery.written()) group->queue->last_progress = Clock::now();
     if (--group->unreported == 0) {
       // The slot's next group leaves now, with everything that gathered meanwhile.
       const Slot& slot = *group->slot;

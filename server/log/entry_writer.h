@@ -120,7 +120,7 @@ class EntryWriter {
   struct SlotQueue {
     std::vector<Part> queued;
     int groups_in_flight = 0;
-    // When a record of the slot was last reported, or a group left with none out before.
+    // When a record of the slot was last written, or a group left with none out before.
     Clock::time_point last_progress;
   };
   struct ProducerSlot {
