@@ -30,13 +30,18 @@ std::string RepairAdvice(const std::string& topic,
     return absl::StrCat("Repair or restore the topic (which brokers hold its copies is unknown: ",
                         replicas.status().message(), ")");
   }
+  if (replicas->leader < 0) {
+    return absl::StrCat("No broker leads ", topic, "[0] at the moment (copies in sync: broker(s) ",
+                        absl::StrJoin(replicas->in_sync, ", "),
+                        "): start walserver again once one does, to learn which copy to remove");
+  }
   std::vector<int32_t> others;
   for (int32_t broker : replicas->in_sync) {
     if (broker != replicas->leader) others.push_back(broker);
   }
-  const std::string leader =
-      absl::StrCat("broker ", replicas->leader, " (", replicas->leader_address, "), which leads ",
-                   topic, "[0] and served the damaged copy");
+  const std::string leader = absl::StrCat(
+      "broker ", replicas->leader, " (", replicas->leader_address, "), which leads ", topic,
+      "[0] and so served the damaged copy (unless leadership moved in between)");
   if (others.empty()) {
     return absl::StrCat("The only copy in sync is on ", leader,
                         ": restore the topic from a backup, or delete it to start with no "
@@ -224,6 +229,15 @@ void MetaStore::TailLoop() {
     // In batches: a Poll and a lock per record cost 1.6 s of loading a million namespaces.
     const std::vector<Message> batch = consumer_->PollBatch(100, kTailBatch);
     if (batch.empty()) continue;
+    // For the repair advice on damaged records, asked before taking the lock that appends need:
+    // on a sick cluster the answer may take seconds.
+    std::optional<absl::StatusOr<PartitionReplicas>> replicas;
+    for (const Message& msg : batch) {
+      if (!IsDamagedRecords(msg->err)) continue;
+      replicas = DescribeReplicas(watermarks_client_.get(), Slot{options_.topic, 0},
+                                  Clock::now() + std::chrono::seconds(5));
+      break;
+    }
     std::lock_guard lock(mu_);
     for (const Message& msg : batch) {
       if (msg->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
@@ -232,13 +246,11 @@ void MetaStore::TailLoop() {
       } else if (IsDamagedRecords(msg->err)) {
         // Records of the table are damaged in Kafka's log: a table built past them would lack
         // their changes. The tail stops here for good; health and every wait for it say why.
-        damaged_at_ = absl::StrCat(
-            "damaged in Kafka's log at offset ", std::max(msg->offset, next_offset_), " (",
-            KafkaErrorToStatus(msg->err, "tailing the metadata topic").message(),
-            "); the namespace table is not read past it. ",
-            RepairAdvice(options_.topic,
-                         DescribeReplicas(watermarks_client_.get(), Slot{options_.topic, 0},
-                                          Clock::now() + std::chrono::seconds(5))));
+        damaged_at_ =
+            absl::StrCat("damaged in Kafka's log at offset ", std::max(msg->offset, next_offset_),
+                         " (", KafkaErrorToStatus(msg->err, "tailing the metadata topic").message(),
+                         "); the namespace table is not read past it. ",
+                         RepairAdvice(options_.topic, *replicas));
         spdlog::error("metadata topic {}: {}", options_.topic, damaged_at_);
         tail_error_ = damaged_at_;
         // Waits for the table fail now; nothing is fetched any more.

@@ -137,6 +137,7 @@ bool DamageRecord(const std::string& cluster, int node, const std::string& topic
     if (at == std::string::npos) continue;
     segment.seekp(static_cast<std::streamoff>(at));
     segment.put(static_cast<char>(bytes[at] ^ 0x20));
+    segment.flush();  // a failed write shows here, not when the stream closes
     return segment.good();
   }
   return false;
