@@ -174,8 +174,16 @@ absl::StatusOr<AcquireResult> Client::AcquireNamespace(uint64_t namespace_id) {
 }
 
 absl::StatusOr<CreateNamespaceResult> Client::CreateNamespace(uint64_t namespace_id) {
+  return CreateNamespace(namespace_id, "", 0);
+}
+
+absl::StatusOr<CreateNamespaceResult> Client::CreateNamespace(uint64_t namespace_id,
+                                                              const std::string& topic,
+                                                              int32_t partition) {
   v1::CreateNamespaceRequest request;
   request.set_namespace_id(namespace_id);
+  request.set_topic(topic);
+  request.set_partition(partition);
   v1::CreateNamespaceResponse response;
   absl::Status s = WithRetries(Deadline(options_.timeout), [&](grpc::ClientContext& ctx) {
     return stub_->CreateNamespace(&ctx, request, &response);

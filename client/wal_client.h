@@ -233,6 +233,12 @@ class Client {
   // Creates a namespace. Idempotent: an existing namespace comes back with created=false and its
   // assignment. Retried on UNAVAILABLE. INVALID_ARGUMENT for id 0.
   absl::StatusOr<CreateNamespaceResult> CreateNamespace(uint64_t namespace_id);
+  // The same in the slot asked for: one of walserver's topics and a partition of it, for callers
+  // that place namespaces themselves. INVALID_ARGUMENT for a slot walserver does not serve,
+  // FAILED_PRECONDITION if the namespace exists in another slot.
+  absl::StatusOr<CreateNamespaceResult> CreateNamespace(uint64_t namespace_id,
+                                                        const std::string& topic,
+                                                        int32_t partition = 0);
 
   // Makes this client the namespace's writer: a new epoch, which later appends to the namespace
   // carry. Call it when a region opens, before replaying it. Retried on UNAVAILABLE (a retry at

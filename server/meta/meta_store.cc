@@ -2,6 +2,7 @@
 
 #include <malloc.h>
 
+#include <algorithm>
 #include <future>
 #include <random>
 
@@ -504,15 +505,40 @@ void MetaStore::RestateIfStale(uint64_t namespace_id, Clock::time_point deadline
   if (state) Restate(*state, deadline);
 }
 
+namespace {
+
+// FAILED_PRECONDITION unless the namespace lives in the slot asked for (if any).
+absl::Status CheckWantedSlot(const NamespaceState& state, const std::optional<Slot>& wanted) {
+  if (!wanted || state.slot == *wanted) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat("namespace ", state.namespace_id, " lives in ", state.slot.topic, "[",
+                   state.slot.partition, "], not in ", wanted->topic, "[", wanted->partition,
+                   "]; a namespace never moves (delete it to create it elsewhere)"));
+}
+
+}  // namespace
+
 absl::StatusOr<std::pair<NamespaceState, bool>> MetaStore::Create(
-    uint64_t namespace_id, const std::function<absl::StatusOr<int64_t>(const Slot&)>& slot_end,
+    uint64_t namespace_id, const std::optional<Slot>& wanted,
+    const std::function<absl::StatusOr<int64_t>(const Slot&)>& slot_end,
     Clock::time_point deadline) {
   NamespaceState proposal;
   uint64_t earlier_epoch = 0;
   {
     std::lock_guard lock(mu_);
-    if (auto existing = table_.Get(namespace_id)) return std::make_pair(*existing, false);
-    proposal.slot = table_.LeastLoadedSlot();
+    if (auto existing = table_.Get(namespace_id)) {
+      if (absl::Status s = CheckWantedSlot(*existing, wanted); !s.ok()) return s;
+      return std::make_pair(*existing, false);
+    }
+    const std::vector<Slot>& ours = table_.slots();
+    if (wanted && std::find(ours.begin(), ours.end(), *wanted) == ours.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("cannot create namespace ", namespace_id, " in ", wanted->topic, "[",
+                       wanted->partition, "]: not a slot of this walserver (its slots are ",
+                       ours.front().topic, "[0] to ", ours.back().topic, "[", ours.back().partition,
+                       "]; see --topic_prefix, --topic_count and --partitions_per_topic)"));
+    }
+    proposal.slot = wanted ? *wanted : table_.LeastLoadedSlot();
     earlier_epoch = table_.EarlierEpoch(namespace_id);
   }
   proposal.namespace_id = namespace_id;
@@ -539,6 +565,7 @@ absl::StatusOr<std::pair<NamespaceState, bool>> MetaStore::Create(
     RestateIfStale(namespace_id, deadline);
     if (auto restated = Get(namespace_id)) winner = restated;
   }
+  if (absl::Status s = CheckWantedSlot(*winner, wanted); !s.ok()) return s;
   return std::make_pair(*winner, created);
 }
 

@@ -51,8 +51,11 @@ class MetaStore {
 
   // Returns the namespace and whether this call created it. `slot_end` gives the current end
   // offset of a slot (the new namespace's start_offset). Blocks until the record is read back.
+  // With `wanted`, the namespace goes in that slot: INVALID_ARGUMENT if it is not one of ours,
+  // FAILED_PRECONDITION if the namespace is (or, racing, was just created) in another.
   absl::StatusOr<std::pair<NamespaceState, bool>> Create(
-      uint64_t namespace_id, const std::function<absl::StatusOr<int64_t>(const Slot&)>& slot_end,
+      uint64_t namespace_id, const std::optional<Slot>& wanted,
+      const std::function<absl::StatusOr<int64_t>(const Slot&)>& slot_end,
       Clock::time_point deadline);
   // Raises the truncation point; NOT_FOUND for an unknown namespace. Blocks like Create.
   absl::StatusOr<NamespaceState> Truncate(uint64_t namespace_id, int64_t truncated_before,

@@ -3,6 +3,7 @@
 // pool (Defer) with the call's deadline, bounded by --admin_timeout_ms. The append and read
 // calls are in wal_service.cc.
 #include <map>
+#include <optional>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -35,9 +36,16 @@ grpc::ServerUnaryReactor* WalServiceImpl::CreateNamespace(grpc::CallbackServerCo
                                                           v1::CreateNamespaceResponse* response) {
   if (absl::Status s = auth_.Check(*ctx); !s.ok()) return FinishNow(ctx, s);
   if (absl::Status s = CheckId(request->namespace_id()); !s.ok()) return FinishNow(ctx, s);
-  return Defer(ctx, [this, request, response](Clock::time_point deadline) -> absl::Status {
+  std::optional<Slot> wanted;
+  if (!request->topic().empty()) {
+    wanted = Slot{request->topic(), request->partition()};
+  } else if (request->partition() != 0) {
+    return FinishNow(ctx, absl::InvalidArgumentError(
+                              "CreateNamespace: a partition was given without its topic"));
+  }
+  return Defer(ctx, [this, request, response, wanted](Clock::time_point deadline) -> absl::Status {
     auto result = meta_->Create(
-        request->namespace_id(), [&](const Slot& slot) { return SlotEnd(slot, deadline); },
+        request->namespace_id(), wanted, [&](const Slot& slot) { return SlotEnd(slot, deadline); },
         deadline);
     if (!result.ok()) return result.status();
     const auto& [state, created] = *result;

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <thread>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "server/common/namespace_key.h"
@@ -81,6 +83,87 @@ TEST_F(ContractTest, DeletedNamespaceIsGone) {
   ASSERT_TRUE(again.ok());
   EXPECT_TRUE(again->created);
   EXPECT_TRUE(ReadData(9).empty());
+}
+
+TEST_F(ContractTest, CreateInAChosenSlotPutsItThereForGood) {
+  const std::string prefix = server_options_.topic_prefix;  // 2 topics of 2 partitions
+  auto in_last = client_->CreateNamespace(21, prefix + "_1", 1);
+  ASSERT_TRUE(in_last.ok()) << in_last.status();
+  EXPECT_TRUE(in_last->created);
+  EXPECT_EQ(in_last->ns.topic(), prefix + "_1");
+  EXPECT_EQ(in_last->ns.partition(), 1);
+  // The allocator would put a second namespace in an empty slot: the request chooses.
+  auto beside = client_->CreateNamespace(22, prefix + "_1", 1);
+  ASSERT_TRUE(beside.ok()) << beside.status();
+  EXPECT_EQ(beside->ns.topic(), prefix + "_1");
+  EXPECT_EQ(beside->ns.partition(), 1);
+  // Asked again for its slot, or for none: the namespace as it is.
+  for (bool with_slot : {true, false}) {
+    auto again =
+        with_slot ? client_->CreateNamespace(21, prefix + "_1", 1) : client_->CreateNamespace(21);
+    ASSERT_TRUE(again.ok()) << again.status();
+    EXPECT_FALSE(again->created);
+    EXPECT_EQ(again->ns.topic(), prefix + "_1");
+  }
+  // Asked for another slot: refused, and it stays where it is.
+  auto moved = client_->CreateNamespace(21, prefix + "_1", 0);
+  EXPECT_EQ(moved.status().code(), absl::StatusCode::kFailedPrecondition) << moved.status();
+  EXPECT_NE(moved.status().message().find(prefix + "_1[1]"), absl::string_view::npos)
+      << moved.status();
+  auto now = client_->GetNamespace(21);
+  ASSERT_TRUE(now.ok()) << now.status();
+  EXPECT_EQ(now->partition(), 1);
+  // Its entries are in the chosen slot, and read back.
+  std::vector<uint64_t> ids = Append(21, {"a", "b"});
+  EXPECT_EQ(ReadData(21), (std::vector<std::string>{"a", "b"}));
+  ASSERT_EQ(ids.size(), 2u);
+  EXPECT_GE(ids[0], in_last->ns.first_entry_id());
+}
+
+TEST_F(ContractTest, CreateInASlotNotOursIsRefusedAndCreatesNothing) {
+  const std::string prefix = server_options_.topic_prefix;
+  const std::vector<std::pair<std::string, int32_t>> not_ours = {
+      {prefix + "_2", 0},    {prefix + "_0", 2},     {prefix + "_0", -1},
+      {prefix + "_meta", 0}, {prefix + "_index", 0}, {"elsewhere_0", 0}};
+  for (const auto& [topic, partition] : not_ours) {
+    auto refused = client_->CreateNamespace(31, topic, partition);
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument)
+        << topic << "[" << partition << "]: " << refused.status();
+  }
+  // A partition without its topic.
+  EXPECT_EQ(client_->CreateNamespace(31, "", 1).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(client_->GetNamespace(31).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(ContractTest, CreationsRacingForDifferentSlotsAgreeOnOne) {
+  const std::string prefix = server_options_.topic_prefix;
+  constexpr int kCallers = 8;
+  std::vector<absl::StatusOr<CreateNamespaceResult>> results(kCallers,
+                                                             absl::UnknownError("not run"));
+  std::vector<std::thread> callers;
+  for (int i = 0; i < kCallers; ++i) {
+    callers.emplace_back([&, i] {
+      results[i] = client_->CreateNamespace(41, absl::StrCat(prefix, "_", i % 2), (i / 2) % 2);
+    });
+  }
+  for (auto& t : callers) t.join();
+  auto winner = client_->GetNamespace(41);
+  ASSERT_TRUE(winner.ok()) << winner.status();
+  int created = 0;
+  for (int i = 0; i < kCallers; ++i) {
+    const bool wanted_winner =
+        absl::StrCat(prefix, "_", i % 2) == winner->topic() && (i / 2) % 2 == winner->partition();
+    if (wanted_winner) {
+      ASSERT_TRUE(results[i].ok()) << i << ": " << results[i].status();
+      EXPECT_EQ(results[i]->ns.topic(), winner->topic());
+      created += results[i]->created ? 1 : 0;
+    } else {
+      EXPECT_EQ(results[i].status().code(), absl::StatusCode::kFailedPrecondition)
+          << i << ": " << results[i].status();
+    }
+  }
+  EXPECT_EQ(created, 1);
 }
 
 TEST_F(ContractTest, ListNamespacesPages) {

@@ -94,7 +94,7 @@ class Core : public ::testing::Test {
 
   absl::StatusOr<NamespaceState> Create(uint64_t ns) {
     auto created = meta_->Create(
-        ns,
+        ns, std::nullopt,
         [this](const Slot& slot) -> absl::StatusOr<int64_t> {
           auto marks = QueryWatermarks(core_->admin(), slot, Clock::now() + seconds(10));
           if (!marks.ok()) return marks.status();

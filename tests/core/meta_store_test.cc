@@ -89,7 +89,8 @@ TEST_F(Core, ManyCreationsAtOnceShareEndQueriesAndNeverStartEarly) {
       }
       if (!failures[i].ok()) return;
       auto state = meta_->Create(
-          1000 + i, [&](const Slot& slot) { return ends.Get(slot, Deadline()); }, Deadline());
+          1000 + i, std::nullopt, [&](const Slot& slot) { return ends.Get(slot, Deadline()); },
+          Deadline());
       if (!state.ok()) {
         failures[i] = state.status();
         return;

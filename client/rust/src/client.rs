@@ -217,11 +217,36 @@ impl Client {
         &self,
         namespace_id: u64,
     ) -> Result<CreateNamespaceResult, Status> {
+        self.create(proto::CreateNamespaceRequest { namespace_id, ..Default::default() }).await
+    }
+
+    /// The same in the slot asked for: one of walserver's topics and a partition of it, for
+    /// callers that place namespaces themselves (a datanode's regions sharing a topic).
+    /// `InvalidArgument` for a slot walserver does not serve, `FailedPrecondition` if the
+    /// namespace exists in another slot.
+    pub async fn create_namespace_in(
+        &self,
+        namespace_id: u64,
+        topic: &str,
+        partition: i32,
+    ) -> Result<CreateNamespaceResult, Status> {
+        self.create(proto::CreateNamespaceRequest {
+            namespace_id,
+            topic: topic.to_string(),
+            partition,
+        })
+        .await
+    }
+
+    async fn create(
+        &self,
+        request: proto::CreateNamespaceRequest,
+    ) -> Result<CreateNamespaceResult, Status> {
         let deadline = self.deadline(None);
+        let request = &request;
         let response = self
             .with_retries(deadline, |mut stub, this| async move {
-                let request =
-                    this.request(proto::CreateNamespaceRequest { namespace_id }, Some(deadline));
+                let request = this.request(request.clone(), Some(deadline));
                 stub.create_namespace(request).await
             })
             .await?;

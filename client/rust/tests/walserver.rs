@@ -5,7 +5,7 @@ mod common;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use common::Walserver;
+use common::{unique_prefix, Walserver};
 use futures_util::StreamExt;
 use walclient::log_store::{entry_id_of, LogEntry, LogStore, LogStoreOptions};
 use walclient::{
@@ -170,6 +170,26 @@ async fn batches_of_several_namespaces() {
     };
     let first = client.read_many(twice).next().await.unwrap();
     assert_eq!(first.unwrap_err().code(), Code::InvalidArgument);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namespace_created_in_a_chosen_slot_stays_there() {
+    let prefix = unique_prefix("chosen");
+    let server = Walserver::start_on(&prefix, &["--topic_count=3".into()]);
+    let client = server.client().await;
+    let last = format!("{prefix}_2");
+    let created = client.create_namespace_in(7, &last, 0).await.unwrap();
+    assert!(created.created);
+    assert_eq!(created.namespace.topic, last);
+    assert!(!client.create_namespace_in(7, &last, 0).await.unwrap().created);
+
+    let moved = client.create_namespace_in(7, &format!("{prefix}_0"), 0).await.unwrap_err();
+    assert_eq!(moved.code(), Code::FailedPrecondition, "{moved:?}");
+    assert_eq!(client.get_namespace(7).await.unwrap().topic, last);
+
+    let not_ours = client.create_namespace_in(8, &format!("{prefix}_3"), 0).await.unwrap_err();
+    assert_eq!(not_ours.code(), Code::InvalidArgument, "{not_ours:?}");
+    assert_eq!(client.get_namespace(8).await.unwrap_err().code(), Code::NotFound);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
