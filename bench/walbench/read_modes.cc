@@ -3,6 +3,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -17,6 +19,7 @@
 #include "grpcpp/grpcpp.h"
 #include "server/common/crc32c.h"
 #include "server/common/namespace_key.h"
+#include "server/kafka/admin.h"
 #include "server/kafka/client.h"
 #include "server/kafka/consumer.h"
 #include "server/log/record_format.h"
@@ -63,6 +66,22 @@ class PrebuiltReads final : public wal::v1::WalService::Service {
   std::vector<wal::v1::ReadResponse> batches_;
 };
 
+// Sends a marker (entry number -1) every 100 ms until the follower got one: from then on it
+// is at the slot's end and fetching. Entries timed before that would count the read's opening
+// (a consumer, its first fetch), and a consumer that starts at the end would miss them.
+void UntilFollowing(const std::atomic<bool>& following, const std::function<void()>& send_marker) {
+  const auto give_up = Clock::now() + std::chrono::seconds(30);
+  while (!following) {
+    if (Clock::now() > give_up) {
+      Must(absl::DeadlineExceededError("the follower got no marker in 30 s"), "follow");
+    }
+    send_marker();
+    for (int ms = 0; ms < 100 && !following; ++ms) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+}
+
 }  // namespace
 
 // How late a follower sees an entry: one entry every 20 ms, each carrying its number, from
@@ -81,18 +100,23 @@ Row Bench::FollowService(const wal::v1::Namespace& ns, int count,
   std::unique_ptr<wal::ReadStream> follower = follower_client->OpenRead(read);
   std::vector<Clock::time_point> sent(count);
   std::vector<std::atomic<bool>> was_sent(count);
+  std::atomic<bool> following{false};
   Latencies latencies;
   std::thread reader([&] {
     wal::v1::Entry e;
     for (int got = 0; got < count && follower->Next(&e);) {
       const auto now = Clock::now();
       const int i = std::stoi(e.data().substr(0, e.data().find(' ')));
+      if (i == -1) following = true;
       if (i < 0 || i >= count || !was_sent[i].load()) continue;
       latencies.Add(duration<double, std::milli>(now - sent[i]).count());
       ++got;
     }
   });
-  const auto t0 = Clock::now() + std::chrono::milliseconds(200);  // the read has started
+  UntilFollowing(following, [&] {
+    Must(appender->Append(ns.namespace_id(), {"-1 "}).status(), "follow marker");
+  });
+  const auto t0 = Clock::now() + std::chrono::milliseconds(20);
   for (int i = 0; i < count; ++i) {
     std::this_thread::sleep_until(t0 + i * std::chrono::milliseconds(20));
     std::string data = absl::StrCat(i, " ");
@@ -111,15 +135,25 @@ Row Bench::FollowDirect(const wal::v1::Namespace& ns, int count) {
   wal::KafkaProperties props{{"bootstrap.servers", absl::GetFlag(FLAGS_brokers)},
                              {"socket.nagle.disable", "true"}};
   auto consumer = std::move(*wal::Consumer::Create(props, "walbench-follow"));
-  Must(consumer->Assign(ns.topic(), ns.partition(), RD_KAFKA_OFFSET_END), "assigning the follower");
+  // From the slot's end as asked here, not RD_KAFKA_OFFSET_END: the consumer would resolve that
+  // later, and with auto.offset.reset=error one failed resolution stops it for good.
+  auto end = wal::QueryWatermarks(consumer->handle(), wal::Slot{ns.topic(), ns.partition()},
+                                  Clock::now() + std::chrono::seconds(10));
+  Must(end.status(), "the slot's end");
+  Must(consumer->Assign(ns.topic(), ns.partition(), end->high), "assigning the follower");
   const std::string key = wal::EncodeKey(1u << 30);  // no namespace's: walserver skips nothing
   std::vector<Clock::time_point> sent(count);
   std::vector<std::atomic<bool>> was_sent(count);
   std::atomic<bool> stop{false};
+  std::atomic<bool> following{false};
   Latencies latencies;
   std::thread reader([&] {
     for (int got = 0; got < count && !stop;) {
       wal::Message m = consumer->Poll(100);
+      if (m && m->err && m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+        std::fprintf(stderr, "walbench: follow: the consumer: %s\n",
+                     rd_kafka_message_errstr(m.get()));
+      }
       if (!m || m->err) continue;
       const auto now = Clock::now();
       auto record =
@@ -127,13 +161,21 @@ Row Bench::FollowDirect(const wal::v1::Namespace& ns, int count) {
       if (!record.ok()) continue;
       const std::string data(record->payload);
       const int i = std::stoi(data.substr(0, data.find(' ')));
+      if (i == -1) following = true;
       if (i < 0 || i >= count || !was_sent[i].load()) continue;
       latencies.Add(duration<double, std::milli>(now - sent[i]).count());
       ++got;
     }
   });
-  const auto t0 = Clock::now() + std::chrono::milliseconds(500);  // assigned and at the end
   BatchWait wait;
+  UntilFollowing(following, [&] {
+    wait.Expect(1);
+    Must(direct.get().Produce(ns.topic(), ns.partition(), key,
+                              wal::EncodeEntry("-1 ", 0, 1000000).front(), &wait),
+         "produce a marker");
+    if (wait.Wait() != 0) Must(absl::UnavailableError("a marker failed"), "produce");
+  });
+  const auto t0 = Clock::now() + std::chrono::milliseconds(20);
   for (int i = 0; i < count; ++i) {
     std::this_thread::sleep_until(t0 + i * std::chrono::milliseconds(20));
     std::string data = absl::StrCat(i, " ");
