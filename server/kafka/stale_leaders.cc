@@ -38,6 +38,14 @@ std::vector<int32_t> StaleLeaders(const std::map<int32_t, int32_t>& named, size_
   return stale;
 }
 
+std::set<int32_t> ConfirmedStale(const StaleVerdicts& before, const StaleVerdicts& now) {
+  std::set<int32_t> confirmed;
+  for (const auto& verdict : now) {
+    if (before.count(verdict) > 0) confirmed.insert(verdict.second);
+  }
+  return confirmed;
+}
+
 StaleLeaderWatch::StaleLeaderWatch(StaleLeaderWatchOptions options) : options_(std::move(options)) {
   thread_ = std::thread([this] { Loop(); });
 }
@@ -63,7 +71,7 @@ uint64_t StaleLeaderWatch::drops() const {
 
 bool StaleLeaderWatch::AwaitingConfirmation() {
   std::lock_guard<std::mutex> check(check_mu_);
-  return !suspects_.empty();
+  return unconfirmed_;
 }
 
 void StaleLeaderWatch::Loop() {
@@ -169,34 +177,35 @@ std::vector<int32_t> StaleLeaderWatch::CheckNow() {
       slots.empty() ? std::map<Slot, std::map<int32_t, int32_t>>{} : AskEachBroker(slots);
   std::map<int32_t, std::string> addresses;
   size_t brokers = 0;
-  std::set<std::pair<Slot, int32_t>> suspects;
+  StaleVerdicts now;
+  std::set<int32_t> stale;
   {
     std::lock_guard<std::mutex> check(check_mu_);
     brokers = brokers_.size();
     for (const auto& [id, broker] : brokers_) addresses[id] = broker.address;
     for (const auto& [slot, leaders] : named) {
-      for (int32_t broker : StaleLeaders(leaders, brokers)) suspects.emplace(slot, broker);
+      for (int32_t broker : StaleLeaders(leaders, brokers)) now.emplace(slot, broker);
     }
-    std::swap(suspects, suspects_);  // `suspects` now holds the last check's
+    stale = ConfirmedStale(suspects_, now);
+    unconfirmed_ = false;
+    for (const auto& verdict : now) unconfirmed_ |= suspects_.count(verdict) == 0;
+    suspects_ = std::move(now);
   }
-  std::set<int32_t> stale;
   for (const auto& [slot, leaders] : named) {
     for (int32_t broker : StaleLeaders(leaders, brokers)) {
-      // Found once, it may be a broker behind by a moment that makes a new leader look stale.
-      if (suspects.count({slot, broker}) == 0) {
+      if (stale.count(broker) == 0) {
         spdlog::debug(
             "{}: broker {} names itself leader of {}[{}] against the others; looking "
             "again before dropping it",
             options_.name, broker, slot.topic, slot.partition);
         continue;
       }
-      if (!stale.insert(broker).second) continue;
       std::vector<std::string> others;
       for (const auto& [other, leader] : leaders) {
         if (other != broker) others.push_back(absl::StrCat(other, " names ", leader));
       }
       const int dropped = DropConnectionsTo(addresses[broker]);
-      if (dropped == 0) continue;  // nothing of ours waits on it
+      if (dropped == 0) continue;  // nothing of ours waits on it (or the slot before took them)
       if (options_.on_drop) options_.on_drop();
       {
         std::lock_guard<std::mutex> count(mu_);

@@ -37,14 +37,19 @@ namespace wal {
 // stale, so StaleLeaderWatch acts only on a verdict that two looks in a row reach.
 std::vector<int32_t> StaleLeaders(const std::map<int32_t, int32_t>& named, size_t brokers);
 
+// One check's verdicts: each (slot, broker) that StaleLeaders found.
+using StaleVerdicts = std::set<std::pair<Slot, int32_t>>;
+// The brokers to drop: those of `now`'s verdicts that the check `before` it reached too.
+std::set<int32_t> ConfirmedStale(const StaleVerdicts& before, const StaleVerdicts& now);
+
 struct StaleLeaderWatchOptions {
   // For the clients that ask one broker each: bootstrap.servers and the security settings.
   KafkaProperties kafka;
   // The slots to check: those whose records have waited long without an answer.
   std::function<std::vector<Slot>()> stalled_slots;
   std::chrono::milliseconds interval{500};
-  // After a look that found a stale leader, the next look (which must find it again before its
-  // connections are dropped) comes this much later.
+  // After a check with a verdict the one before did not reach, the next check (which must reach
+  // it again before the broker's connections are dropped) comes this much after it ended.
   std::chrono::milliseconds confirm_after{200};
   // How long one broker may take to answer (a metadata request takes milliseconds).
   std::chrono::milliseconds query_timeout{500};
@@ -57,8 +62,8 @@ class StaleLeaderWatch {
   explicit StaleLeaderWatch(StaleLeaderWatchOptions options);  // starts checking
   ~StaleLeaderWatch();
 
-  // Checks the stalled slots once (the thread does, `interval` after the last check ended): the
-  // stale leaders that the check before found too, each dropped.
+  // Checks the stalled slots once (the thread does, `interval` or `confirm_after` after the last
+  // check ended): the stale leaders that the check before found too, each dropped.
   std::vector<int32_t> CheckNow();
   // Times a stale leader's connections were dropped (it had some).
   uint64_t drops() const;
@@ -82,8 +87,8 @@ class StaleLeaderWatch {
   const StaleLeaderWatchOptions options_;
   std::mutex check_mu_;  // one check at a time
   std::map<int32_t, Broker> brokers_ ABSL_GUARDED_BY(check_mu_);
-  // The (slot, broker) verdicts of the last check.
-  std::set<std::pair<Slot, int32_t>> suspects_ ABSL_GUARDED_BY(check_mu_);
+  StaleVerdicts suspects_ ABSL_GUARDED_BY(check_mu_);    // the last check's
+  bool unconfirmed_ ABSL_GUARDED_BY(check_mu_) = false;  // it reached a verdict new to it
   mutable std::mutex mu_;
   std::condition_variable wake_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;

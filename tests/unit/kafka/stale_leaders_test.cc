@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "absl/strings/str_cat.h"
 #include "server/kafka/mock_cluster.h"
 
@@ -32,6 +34,19 @@ TEST(StaleLeaders, NoneWhileTheBrokersAgreeOrTooFewAnswer) {
   EXPECT_TRUE(StaleLeaders(Named{{1, 1}}, 1).empty());
   // Two brokers that disagree: neither is a majority.
   EXPECT_TRUE(StaleLeaders(Named{{1, 1}, {2, 2}}, 2).empty());
+}
+
+TEST(ConfirmedStale, OnlyAVerdictTheCheckBeforeReachedToo) {
+  const Slot a{"t", 0}, b{"t", 1};
+  // Seen once: kept for the next check, nothing dropped.
+  EXPECT_TRUE(ConfirmedStale({}, {{a, 2}}).empty());
+  // Seen twice for the same slot: dropped.
+  EXPECT_EQ(ConfirmedStale({{a, 2}}, {{a, 2}, {b, 3}}), std::set<int32_t>{2});
+  // The verdict changed (the broker behind caught up and the other one is stale now, or it
+  // concerned another slot): nothing confirmed.
+  EXPECT_TRUE(ConfirmedStale({{a, 2}}, {{a, 1}}).empty());
+  EXPECT_TRUE(ConfirmedStale({{a, 2}}, {{b, 2}}).empty());
+  EXPECT_TRUE(ConfirmedStale({{a, 2}}, {}).empty());
 }
 
 // The addresses the cluster's brokers advertise, from a metadata request of `client`.
@@ -102,9 +117,11 @@ TEST(StaleLeaderWatch, DropsNothingWhileEveryBrokerNamesTheSameLeader) {
       EXPECT_GE(leader, 1);
     }
   }
+  // Twice: a verdict counts only when the check before reached it too.
+  EXPECT_TRUE(watch.CheckNow().empty());
   EXPECT_TRUE(watch.CheckNow().empty());
   EXPECT_EQ(watch.drops(), 0u);
-  EXPECT_EQ(asked, 1);
+  EXPECT_EQ(asked, 2);
 }
 
 }  // namespace
