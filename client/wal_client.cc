@@ -189,7 +189,15 @@ absl::StatusOr<CreateNamespaceResult> Client::CreateNamespace(uint64_t namespace
     return stub_->CreateNamespace(&ctx, request, &response);
   });
   if (!s.ok()) return s;
-  return CreateNamespaceResult{response.namespace_(), response.created()};
+  const v1::Namespace& ns = response.namespace_();
+  if (!topic.empty() && (ns.topic() != topic || ns.partition() != partition)) {
+    // A walserver older than the slot field ignores it.
+    return absl::FailedPreconditionError(
+        absl::StrCat("namespace ", namespace_id, " is in ", ns.topic(), "[", ns.partition(),
+                     "], not in the slot asked for, ", topic, "[", partition,
+                     "]: walserver does not know the field (an older version)"));
+  }
+  return CreateNamespaceResult{ns, response.created()};
 }
 
 absl::StatusOr<std::vector<uint64_t>> Client::Append(v1::AppendRequest request) {

@@ -235,7 +235,8 @@ class Client {
   absl::StatusOr<CreateNamespaceResult> CreateNamespace(uint64_t namespace_id);
   // The same in the slot asked for: one of walserver's topics and a partition of it, for callers
   // that place namespaces themselves. INVALID_ARGUMENT for a slot walserver does not serve,
-  // FAILED_PRECONDITION if the namespace exists in another slot.
+  // FAILED_PRECONDITION if the namespace exists in another slot (or a walserver too old to know
+  // the field put it elsewhere).
   absl::StatusOr<CreateNamespaceResult> CreateNamespace(uint64_t namespace_id,
                                                         const std::string& topic,
                                                         int32_t partition = 0);

@@ -32,8 +32,8 @@ std::string RepairAdvice(const std::string& topic,
                         replicas.status().message(), ")");
   }
   if (replicas->leader < 0) {
-    return absl::StrCat("No broker leads ", topic, "[0] at the moment (copies in sync: broker(s) ",
-                        absl::StrJoin(replicas->in_sync, ", "),
+    return absl::StrCat("No broker leads ", topic, "[0] at the moment (copies in sync: ",
+                        replicas->in_sync.empty() ? "none" : absl::StrJoin(replicas->in_sync, ", "),
                         "): start walserver again once one does, to learn which copy to remove");
   }
   std::vector<int32_t> others;
@@ -522,6 +522,27 @@ absl::StatusOr<std::pair<NamespaceState, bool>> MetaStore::Create(
     uint64_t namespace_id, const std::optional<Slot>& wanted,
     const std::function<absl::StatusOr<int64_t>(const Slot&)>& slot_end,
     Clock::time_point deadline) {
+  if (wanted) {
+    bool elsewhere = false;
+    {
+      std::lock_guard lock(mu_);
+      const std::vector<Slot>& ours = table_.slots();
+      if (std::find(ours.begin(), ours.end(), *wanted) == ours.end()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "cannot create namespace ", namespace_id, " in ", wanted->topic, "[", wanted->partition,
+            "]: not a slot of this walserver (its slots are ", ours.front().topic, "[0] to ",
+            ours.back().topic, "[", ours.back().partition,
+            "]; see --topic_prefix, --topic_count and --partitions_per_topic)"));
+      }
+      const std::optional<NamespaceState> existing = table_.Get(namespace_id);
+      elsewhere = existing && !(existing->slot == *wanted);
+    }
+    // Refused only on a table that has caught up: the namespace may have been deleted just now
+    // through another walserver, to be created in this slot.
+    if (elsewhere) {
+      if (absl::Status s = CatchUp(deadline); !s.ok()) return s;
+    }
+  }
   NamespaceState proposal;
   uint64_t earlier_epoch = 0;
   {
@@ -529,14 +550,6 @@ absl::StatusOr<std::pair<NamespaceState, bool>> MetaStore::Create(
     if (auto existing = table_.Get(namespace_id)) {
       if (absl::Status s = CheckWantedSlot(*existing, wanted); !s.ok()) return s;
       return std::make_pair(*existing, false);
-    }
-    const std::vector<Slot>& ours = table_.slots();
-    if (wanted && std::find(ours.begin(), ours.end(), *wanted) == ours.end()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("cannot create namespace ", namespace_id, " in ", wanted->topic, "[",
-                       wanted->partition, "]: not a slot of this walserver (its slots are ",
-                       ours.front().topic, "[0] to ", ours.back().topic, "[", ours.back().partition,
-                       "]; see --topic_prefix, --topic_count and --partitions_per_topic)"));
     }
     proposal.slot = wanted ? *wanted : table_.LeastLoadedSlot();
     earlier_epoch = table_.EarlierEpoch(namespace_id);

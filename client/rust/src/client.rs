@@ -223,19 +223,31 @@ impl Client {
     /// The same in the slot asked for: one of walserver's topics and a partition of it, for
     /// callers that place namespaces themselves (a datanode's regions sharing a topic).
     /// `InvalidArgument` for a slot walserver does not serve, `FailedPrecondition` if the
-    /// namespace exists in another slot.
+    /// namespace exists in another slot (or a walserver too old to know the field put it
+    /// elsewhere).
     pub async fn create_namespace_in(
         &self,
         namespace_id: u64,
         topic: &str,
         partition: i32,
     ) -> Result<CreateNamespaceResult, Status> {
-        self.create(proto::CreateNamespaceRequest {
-            namespace_id,
-            topic: topic.to_string(),
-            partition,
-        })
-        .await
+        let result = self
+            .create(proto::CreateNamespaceRequest {
+                namespace_id,
+                topic: topic.to_string(),
+                partition,
+            })
+            .await?;
+        let namespace = &result.namespace;
+        if !topic.is_empty() && (namespace.topic != topic || namespace.partition != partition) {
+            // A walserver older than the slot field ignores it.
+            return Err(Status::failed_precondition(format!(
+                "namespace {namespace_id} is in {}[{}], not in the slot asked for, \
+                 {topic}[{partition}]: walserver does not know the field (an older version)",
+                namespace.topic, namespace.partition
+            )));
+        }
+        Ok(result)
     }
 
     async fn create(
