@@ -135,8 +135,7 @@ Row Bench::FollowDirect(const wal::v1::Namespace& ns, int count) {
   wal::KafkaProperties props{{"bootstrap.servers", absl::GetFlag(FLAGS_brokers)},
                              {"socket.nagle.disable", "true"}};
   auto consumer = std::move(*wal::Consumer::Create(props, "walbench-follow"));
-  // From the slot's end as asked here, not RD_KAFKA_OFFSET_END: the consumer would resolve that
-  // later, and with auto.offset.reset=error one failed resolution stops it for good.
+  // From the slot's end as asked here: the consumer's position is known before any marker.
   auto end = wal::QueryWatermarks(consumer->handle(), wal::Slot{ns.topic(), ns.partition()},
                                   Clock::now() + std::chrono::seconds(10));
   Must(end.status(), "the slot's end");
@@ -169,10 +168,10 @@ Row Bench::FollowDirect(const wal::v1::Namespace& ns, int count) {
   });
   BatchWait wait;
   UntilFollowing(following, [&] {
+    // Kept until its delivery: the producer does not copy it.
+    const std::string marker = wal::EncodeEntry("-1 ", 0, 1000000).front();
     wait.Expect(1);
-    Must(direct.get().Produce(ns.topic(), ns.partition(), key,
-                              wal::EncodeEntry("-1 ", 0, 1000000).front(), &wait),
-         "produce a marker");
+    Must(direct.get().Produce(ns.topic(), ns.partition(), key, marker, &wait), "produce a marker");
     if (wait.Wait() != 0) Must(absl::UnavailableError("a marker failed"), "produce");
   });
   const auto t0 = Clock::now() + std::chrono::milliseconds(20);
