@@ -189,34 +189,32 @@ std::vector<int32_t> StaleLeaderWatch::CheckNow() {
     stale = ConfirmedStale(suspects_, now);
     unconfirmed_ = false;
     for (const auto& verdict : now) unconfirmed_ |= suspects_.count(verdict) == 0;
-    suspects_ = std::move(now);
+    suspects_ = now;
   }
-  for (const auto& [slot, leaders] : named) {
-    for (int32_t broker : StaleLeaders(leaders, brokers)) {
-      if (stale.count(broker) == 0) {
-        spdlog::debug(
-            "{}: broker {} names itself leader of {}[{}] against the others; looking "
-            "again before dropping it",
-            options_.name, broker, slot.topic, slot.partition);
-        continue;
-      }
-      std::vector<std::string> others;
-      for (const auto& [other, leader] : leaders) {
-        if (other != broker) others.push_back(absl::StrCat(other, " names ", leader));
-      }
-      const int dropped = DropConnectionsTo(addresses[broker]);
-      if (dropped == 0) continue;  // nothing of ours waits on it (or the slot before took them)
-      if (options_.on_drop) options_.on_drop();
-      {
-        std::lock_guard<std::mutex> count(mu_);
-        ++drops_;
-      }
-      spdlog::warn(
-          "{}: broker {} ({}) names itself leader of {}[{}], broker {}: dropped {} connections to "
-          "it, so that librdkafka asks the others and moves the slot's records",
-          options_.name, broker, addresses[broker], slot.topic, slot.partition,
-          absl::StrJoin(others, ", broker "), dropped);
+  for (const auto& [slot, broker] : now) {
+    if (stale.count(broker) == 0) {
+      spdlog::debug(
+          "{}: broker {} names itself leader of {}[{}] against the others; looking again before "
+          "dropping it",
+          options_.name, broker, slot.topic, slot.partition);
+      continue;
     }
+    std::vector<std::string> others;
+    for (const auto& [other, leader] : named.at(slot)) {
+      if (other != broker) others.push_back(absl::StrCat(other, " names ", leader));
+    }
+    const int dropped = DropConnectionsTo(addresses[broker]);
+    if (dropped == 0) continue;  // nothing of ours waits on it (or the slot before took them)
+    if (options_.on_drop) options_.on_drop();
+    {
+      std::lock_guard<std::mutex> count(mu_);
+      ++drops_;
+    }
+    spdlog::warn(
+        "{}: broker {} ({}) names itself leader of {}[{}], broker {}: dropped {} connections to "
+        "it, so that librdkafka asks the others and moves the slot's records",
+        options_.name, broker, addresses[broker], slot.topic, slot.partition,
+        absl::StrJoin(others, ", broker "), dropped);
   }
   return {stale.begin(), stale.end()};
 }

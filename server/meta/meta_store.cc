@@ -535,7 +535,7 @@ absl::StatusOr<std::pair<NamespaceState, bool>> MetaStore::Create(
             "]; see --topic_prefix, --topic_count and --partitions_per_topic)"));
       }
       const std::optional<NamespaceState> existing = table_.Get(namespace_id);
-      elsewhere = existing && !(existing->slot == *wanted);
+      elsewhere = existing && !CheckWantedSlot(*existing, wanted).ok();
     }
     // Refused only on a table that has caught up: the namespace may have been deleted just now
     // through another walserver, to be created in this slot.
