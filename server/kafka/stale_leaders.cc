@@ -153,8 +153,10 @@ std::map<Slot, std::map<int32_t, int32_t>> StaleLeaderWatch::AskEachBroker(
   std::map<int32_t, Broker> known;
   std::set<int32_t> answered;
   for (const auto& [id, broker] : brokers_) {
-    // Each answer under the broker that gave it: another may answer for this one, a few times.
-    for (int attempt = 0; attempt < 3 && answered.count(id) == 0 && !Stopping(); ++attempt) {
+    // Each answer under the broker that gave it: another may answer for this one (a client that
+    // learned the cluster may ask any broker it is connected to; under a sanitizer, 3 tries of 3
+    // brokers once all went elsewhere).
+    for (int attempt = 0; attempt < 8 && answered.count(id) == 0 && !Stopping(); ++attempt) {
       std::map<Slot, int32_t> leaders;
       const std::optional<int32_t> answered_by = Ask(broker.address, slots, &leaders, &known);
       if (!answered_by) break;  // not in time: the next round asks again
