@@ -527,6 +527,17 @@ absl::Status Client::ReadMany(const ReadManyOptions& options,
     read->set_skip_lost(start.skip_lost);
   }
   request.set_follow(options.follow);
+  if (options.slot) {
+    v1::SlotRead* slot = request.mutable_slot();
+    slot->set_topic(options.slot->topic);
+    slot->set_partition(options.slot->partition);
+    slot->set_start_entry_id(options.slot->start_entry_id);
+    slot->set_skip_lost(options.slot->skip_lost);
+    if (options.slot->skip_lost && !options.on_gap) {
+      return absl::InvalidArgumentError(
+          "skip_lost for a slot needs ReadManyOptions::on_gap, to hear what the read went past");
+    }
+  }
   for (const ReadManyOptions::Start& start : options.namespaces) {
     if (start.skip_lost && !options.on_gap) {
       return absl::InvalidArgumentError(
@@ -615,6 +626,18 @@ absl::StatusOr<v1::Namespace> Client::GetNamespace(uint64_t namespace_id) {
   });
   if (!s.ok()) return s;
   return response.namespace_();
+}
+
+absl::StatusOr<v1::GetSlotResponse> Client::GetSlot(const std::string& topic, int32_t partition) {
+  v1::GetSlotRequest request;
+  request.set_topic(topic);
+  request.set_partition(partition);
+  v1::GetSlotResponse response;
+  absl::Status s = WithRetries(Deadline(options_.timeout), [&](grpc::ClientContext& ctx) {
+    return stub_->GetSlot(&ctx, request, &response);
+  });
+  if (!s.ok()) return s;
+  return response;
 }
 
 absl::StatusOr<std::vector<v1::Namespace>> Client::ListNamespaces() {

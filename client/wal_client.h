@@ -157,6 +157,15 @@ struct ReadManyOptions {
   };
   std::vector<Start> namespaces;  // each namespace at most once
   bool follow = false;            // after each namespace's backlog, keep receiving new entries
+  // Instead of namespaces (and without follow): every namespace living in one slot, each from
+  // start_entry_id or its first entry if that is higher (wal.proto, SlotRead).
+  struct SlotStart {
+    std::string topic;
+    int32_t partition = 0;
+    uint64_t start_entry_id = 0;
+    bool skip_lost = false;
+  };
+  std::optional<SlotStart> slot;
   // Deadline of the whole read; 0 means ClientOptions::timeout, or none for a follow read.
   std::chrono::milliseconds timeout{0};
   // The gaps of namespaces read with skip_lost, in order with their entries.
@@ -299,6 +308,8 @@ class Client {
   absl::StatusOr<v1::Namespace> Truncate(uint64_t namespace_id, uint64_t entry_id);
   // Assignment and watermarks. Retried on UNAVAILABLE.
   absl::StatusOr<v1::Namespace> GetNamespace(uint64_t namespace_id);
+  // Where a slot's records begin and end now, and how many namespaces live in it.
+  absl::StatusOr<v1::GetSlotResponse> GetSlot(const std::string& topic, int32_t partition);
   // Every live namespace in id order, fetching page after page. Retried on UNAVAILABLE.
   absl::StatusOr<std::vector<v1::Namespace>> ListNamespaces();
   // Deletes a namespace and forgets the epoch this client acquired for it (a namespace created

@@ -1,11 +1,13 @@
 #include "server/wal_core.h"
 
 #include <algorithm>
+#include <future>
 #include <string>
 #include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "server/common/namespace_key.h"
 #include "server/kafka/admin.h"
 #include "spdlog/spdlog.h"
 
@@ -27,7 +29,7 @@ absl::StatusOr<std::unique_ptr<WalCore>> WalCore::Start(const ServerOptions& o,
   std::unique_ptr<WalCore> self(new WalCore());
   // In the order they depend on each other; the destructor tears down in reverse.
   for (auto step : {&WalCore::ConnectKafka, &WalCore::PrepareTopics, &WalCore::OpenNamespaceTable,
-                    &WalCore::StartWriter}) {
+                    &WalCore::StartWriter, &WalCore::BeginEmptySlots}) {
     if (absl::Status s = (self.get()->*step)(o); !s.ok()) return s;
   }
   self->StartReader(o, std::move(reader_tuning));
@@ -264,6 +266,32 @@ absl::Status WalCore::StartWriter(const ServerOptions& o) {
   watch.on_drop = [metrics = &metrics_] { ++metrics->stale_leader_drops; };
   watch.name = o.name;
   stale_leaders_ = std::make_unique<StaleLeaderWatch>(std::move(watch));
+  return absl::OkStatus();
+}
+
+absl::Status WalCore::BeginEmptySlots(const ServerOptions& o) {
+  const Clock::time_point deadline = Clock::now() + o.startup_timeout;
+  std::vector<AppendItem> starts;
+  for (const Slot& slot : slots_) {
+    absl::StatusOr<Watermarks> marks = QueryWatermarks(meta_->watermarks_client(), slot, deadline);
+    if (!marks.ok()) return marks.status();
+    if (marks->high != 0) continue;
+    AppendItem start;
+    start.slot = slot;
+    start.namespace_id = kNoNamespace;
+    start.fence = true;
+    starts.push_back(std::move(start));
+  }
+  if (starts.empty()) return absl::OkStatus();
+  auto written = std::make_shared<std::promise<absl::Status>>();
+  std::future<absl::Status> done = written->get_future();
+  writer_->Append(
+      std::move(starts), deadline,
+      [written](absl::StatusOr<std::vector<uint64_t>> ids) { written->set_value(ids.status()); });
+  if (absl::Status s = done.get(); !s.ok()) {
+    return absl::Status(s.code(),
+                        absl::StrCat("writing the first record of the empty slots: ", s.message()));
+  }
   return absl::OkStatus();
 }
 

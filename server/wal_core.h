@@ -64,6 +64,11 @@ class WalCore {
   absl::Status PrepareTopics(const ServerOptions& o);
   absl::Status OpenNamespaceTable(const ServerOptions& o);
   absl::Status StartWriter(const ServerOptions& o);
+  // Writes a record that is no namespace's entry (a fence of namespace 0) at offset 0 of every
+  // empty slot, so that a slot's last offset (GetSlot's next_entry_id - 1) of 0 never stands
+  // for an entry there: a datanode takes the last offset as a new region's flushed id and
+  // replays from the id after it.
+  absl::Status BeginEmptySlots(const ServerOptions& o);
   void StartReader(const ServerOptions& o, ReaderOptions reader_options);
   // With the reader's consumer settings, and its idea of what the writer acknowledged.
   void StartRetriedEntries(const ServerOptions& o,

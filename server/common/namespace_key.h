@@ -10,6 +10,9 @@
 namespace wal {
 
 inline constexpr size_t kNamespaceKeyBytes = 8;
+// Never a namespace's id (requests with it are refused): the key of the records in the slots
+// that are no namespace's, such as the one that begins an empty slot (WalCore::BeginEmptySlots).
+inline constexpr uint64_t kNoNamespace = 0;
 
 inline std::string EncodeKey(uint64_t namespace_id) {
   std::string key(kNamespaceKeyBytes, '\0');

@@ -89,6 +89,67 @@ absl::Status EntryReader::StartMany(std::vector<ReadParams> reads, std::shared_p
   return Launch(sink, [this, reads = std::move(reads), sink] { return RunMany(reads, sink); });
 }
 
+absl::Status EntryReader::StartSlot(Slot slot, ReadParams params, std::shared_ptr<ReadSink> sink) {
+  return Launch(
+      sink, [this, slot = std::move(slot), params, sink] { return RunSlot(slot, params, sink); });
+}
+
+namespace {
+
+// Collects the first entry of each namespace of a slot read whose members each take one.
+class FirstEntrySink final : public ReadSink {
+ public:
+  bool Send(ReadBatch batch) override {
+    const v1::ReadResponse response = batch.ToResponse();
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const v1::Entry& e : response.entries()) {
+      std::optional<int64_t>& first = firsts_[e.namespace_id()];
+      const auto id = static_cast<int64_t>(e.entry_id());
+      first = first ? std::min(*first, id) : id;
+    }
+    for (const v1::ReadEnd& end : response.ends()) {
+      firsts_.try_emplace(end.namespace_id());  // none, if no entry came
+      if (end.code() != 0 && failed_.ok()) {
+        failed_ = absl::Status(static_cast<absl::StatusCode>(end.code()),
+                               absl::StrCat("namespace ", end.namespace_id(), ": ", end.message()));
+      }
+    }
+    return true;
+  }
+  bool cancelled() const override { return false; }
+  void Finish(absl::Status status) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    finished_ = status.ok() ? failed_ : std::move(status);
+    done_.notify_all();
+  }
+  // Waits for Finish (the read ends by its deadline).
+  absl::StatusOr<EntryReader::FirstEntries> Wait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    done_.wait(lock, [this] { return finished_.has_value(); });
+    if (!finished_->ok()) return *finished_;
+    return firsts_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable done_;
+  EntryReader::FirstEntries firsts_;
+  absl::Status failed_;
+  std::optional<absl::Status> finished_;
+};
+
+}  // namespace
+
+absl::StatusOr<EntryReader::FirstEntries> EntryReader::FirstEntriesOf(const Slot& slot,
+                                                                    Clock::time_point deadline) {
+  auto sink = std::make_shared<FirstEntrySink>();
+  ReadParams params;
+  params.limit = 1;
+  params.deadline = deadline;
+  if (absl::Status s = StartSlot(slot, params, sink); !s.ok()) return s;
+  return sink->Wait();
+}
+
 absl::Status EntryReader::Launch(std::shared_ptr<ReadSink> sink,
                                  std::function<absl::Status()> run) {
   {
@@ -315,6 +376,7 @@ absl::StatusOr<std::shared_ptr<ReadMember>> EntryReader::MakeMember(
     // in records gone, which the loss check below must see (DATA_LOSS, or a gap).
     if (start <= marks.low) start = first;
   }
+  if (start < first && params.from_first_if_truncated) start = first;
   if (start < first) {
     return absl::OutOfRangeError(absl::StrCat("start_entry_id ", start, " is below first_entry_id ",
                                               first, " of namespace ", params.namespace_id,
@@ -372,6 +434,40 @@ absl::Status EntryReader::RunMany(const std::vector<ReadParams>& reads,
   // One deadline for the call.
   const auto stop_at = AnswerBy(reads.front().deadline);
   if (absl::Status s = meta_->CatchUp(CatchUpBy(stop_at)); !s.ok()) return s;
+  SlotsSeen seen;
+  return ServeMany(reads, stop_at, &seen, sink);
+}
+
+absl::Status EntryReader::RunSlot(const Slot& slot, const ReadParams& params,
+                                  const std::shared_ptr<ReadSink>& sink) {
+  const auto stop_at = AnswerBy(params.deadline);
+  if (absl::Status s = meta_->CatchUp(CatchUpBy(stop_at)); !s.ok()) return s;
+  // The slot's end before its namespaces are listed: one created after the listing starts at or
+  // past it, so the read leaves out none it could have had entries of up to that end.
+  SlotsSeen seen;
+  const int64_t indexed_end = context_.slot_indexes.Of(slot).covered_end();
+  absl::StatusOr<Watermarks> marks = QueryEnds(slot, stop_at, &seen);
+  if (!marks.ok()) return marks.status();
+  if (context_.options.slot_index) CheckIndex(slot, *marks, indexed_end, stop_at, &seen);
+  seen.marks.emplace(slot, *marks);
+  if (params.start_entry_id > static_cast<uint64_t>(marks->high)) {
+    return absl::OutOfRangeError(absl::StrCat("start_entry_id ", params.start_entry_id,
+                                              " is past the end ", marks->high, " of ", slot.topic,
+                                              "[", slot.partition, "]"));
+  }
+  std::vector<ReadParams> reads;
+  for (const NamespaceState& ns : meta_->InSlot(slot)) {
+    ReadParams read = params;
+    read.namespace_id = ns.namespace_id;
+    read.from_first_if_truncated = true;
+    reads.push_back(read);
+  }
+  return ServeMany(reads, stop_at, &seen, sink);
+}
+
+absl::Status EntryReader::ServeMany(const std::vector<ReadParams>& reads, Clock::time_point stop_at,
+                                    SlotsSeen* seen, const std::shared_ptr<ReadSink>& sink) {
+  if (reads.empty()) return absl::OkStatus();  // a slot with no namespace
   auto bell = std::make_shared<DeliveryBell>();
   // The namespaces share one budget of queued bytes, which one of them may fill while the
   // others leave it room. Batches of half a share, smaller than a Read's, keep the client busy
@@ -379,13 +475,12 @@ absl::Status EntryReader::RunMany(const std::vector<ReadParams>& reads,
   // them grows its batches (ReadMember::GrowBatch).
   const size_t share = std::max(kReadManyMinQueueBytes, kReadManyQueueBytes / reads.size());
   auto budget = std::make_shared<QueueBudget>(kReadManyQueueBytes);
-  SlotsSeen seen;
   std::vector<std::shared_ptr<ReadMember>> members;
   // The ends of the namespaces that end at once go out together once the others' scans have
   // started: one message each, written one after another, held up the scan of a datanode's
   // ReadMany of 999 empty regions and one big one
-  // (docs/benchmarks/2026-12-05-fetch-size-replay.md). A ReadMany names at most 1,000 namespaces:
-  // their ends are far under a message's limit.
+  // (docs/benchmarks/2026-12-05-fetch-size-replay.md). Ends take a few bytes each: those of a
+  // ReadMany's 1,000 namespaces, or of a slot read's many more, are far under a message's limit.
   ReadBatch ends;
   for (ReadParams params : reads) {
     if (sink->cancelled()) return absl::CancelledError("read cancelled");
@@ -394,7 +489,7 @@ absl::Status EntryReader::RunMany(const std::vector<ReadParams>& reads,
     params.batch_bytes = std::min(context_.options.batch_bytes, share / 2);
     params.call_budget = budget;
     absl::StatusOr<std::shared_ptr<ReadMember>> member =
-        MakeMember(params, sink, stop_at, &seen, bell);
+        MakeMember(params, sink, stop_at, seen, bell);
     // A namespace that cannot be read (or has nothing to read) ends at once; the others go on.
     if (!member.ok() || *member == nullptr) {
       AddEnd(params.namespace_id, member.ok() ? absl::OkStatus() : member.status(),
@@ -413,7 +508,7 @@ absl::Status EntryReader::RunMany(const std::vector<ReadParams>& reads,
   // Round robin, one batch per member per turn, so that no namespace starves the others. The
   // ends of one turn go out together after it (each after its namespace's last entry).
   while (!members.empty()) {
-    const uint64_t seen = bell->rung();
+    const uint64_t rung = bell->rung();
     bool progress = false;
     for (auto it = members.begin(); it != members.end();) {
       const std::shared_ptr<ReadMember>& member = *it;
@@ -439,7 +534,7 @@ absl::Status EntryReader::RunMany(const std::vector<ReadParams>& reads,
     if (!send_ends()) return absl::CancelledError("read cancelled");
     // Members finish on their own at cancellation, deadline and shutdown (their scans look every
     // 100 ms); the timeout only bounds a missed ring.
-    if (!progress) bell->WaitPast(seen, std::chrono::milliseconds(100));
+    if (!progress) bell->WaitPast(rung, std::chrono::milliseconds(100));
   }
   return absl::OkStatus();
 }

@@ -70,6 +70,18 @@ class EntryReader : private ScanHost {
   // Counts as one read against max_concurrent_reads.
   absl::Status StartMany(std::vector<ReadParams> reads, std::shared_ptr<ReadSink> sink);
 
+  // Starts a ReadMany of every namespace living in `slot` once the namespace table caught up,
+  // each from `params.start_entry_id` or its first entry if that is higher, on one thread of its
+  // own, as StartMany. OUT_OF_RANGE for a start past the slot's end.
+  absl::Status StartSlot(Slot slot, ReadParams params, std::shared_ptr<ReadSink> sink);
+
+  // Per namespace living in `slot` now: the id of its first readable entry, or nullopt when it
+  // has none up to the slot's end as the call began (nothing past what it truncated). Blocks;
+  // an error when any namespace's part failed. For the pruner: such a namespace needs none of
+  // the slot's records.
+  using FirstEntries = std::map<uint64_t, std::optional<int64_t>>;
+  absl::StatusOr<FirstEntries> FirstEntriesOf(const Slot& slot, Clock::time_point deadline);
+
   uint64_t records_skipped() const { return context_.records_skipped.load(); }
   // The slots' indexes, which the SlotIndexStore keeps in Kafka.
   SlotIndexes& slot_indexes() { return context_.slot_indexes; }
@@ -83,6 +95,8 @@ class EntryReader : private ScanHost {
   absl::Status Launch(std::shared_ptr<ReadSink> sink, std::function<absl::Status()> run);
   absl::Status Run(const ReadParams& params, const std::shared_ptr<ReadSink>& sink);
   absl::Status RunMany(const std::vector<ReadParams>& reads, const std::shared_ptr<ReadSink>& sink);
+  absl::Status RunSlot(const Slot& slot, const ReadParams& params,
+                       const std::shared_ptr<ReadSink>& sink);
   // How long a read may spend catching up with the metadata topic before it starts.
   static Clock::time_point CatchUpBy(Clock::time_point stop_at);
   // How long a read waits for its topic's id (CheckIndex): a metadata round trip, which a
@@ -96,6 +110,9 @@ class EntryReader : private ScanHost {
     // set by the first short one.
     std::optional<Clock::time_point> stale_wait_until;
   };
+  // The part of RunMany after the catch-up: `stop_at` is the call's, `seen` what it learned.
+  absl::Status ServeMany(const std::vector<ReadParams>& reads, Clock::time_point stop_at,
+                         SlotsSeen* seen, const std::shared_ptr<ReadSink>& sink);
   // Checks a read against its namespace (after the catch-up) and makes its member; nullptr when
   // there is nothing to read.
   absl::StatusOr<std::shared_ptr<ReadMember>> MakeMember(const ReadParams& params,

@@ -54,6 +54,9 @@ struct ReadParams {
   bool follow = false;
   // Lost records and corrupt entries become Gaps in the stream instead of ending it.
   bool skip_lost = false;
+  // A start below the namespace's first entry reads from that entry, rather than OUT_OF_RANGE:
+  // a read of a whole slot skips what each of its namespaces truncated.
+  bool from_first_if_truncated = false;
   Clock::time_point deadline = Clock::time_point::max();
   // Bytes this read may have waiting for its client, and about how many entry bytes go in one
   // message; 0: ReaderOptions::read_queue_bytes and batch_bytes. The reads of one ReadMany go

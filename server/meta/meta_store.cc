@@ -526,13 +526,9 @@ absl::StatusOr<std::pair<NamespaceState, bool>> MetaStore::Create(
     bool elsewhere = false;
     {
       std::lock_guard lock(mu_);
-      const std::vector<Slot>& ours = table_.slots();
-      if (std::find(ours.begin(), ours.end(), *wanted) == ours.end()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "cannot create namespace ", namespace_id, " in ", wanted->topic, "[", wanted->partition,
-            "]: not a slot of this walserver (its slots are ", ours.front().topic, "[0] to ",
-            ours.back().topic, "[", ours.back().partition,
-            "]; see --topic_prefix, --topic_count and --partitions_per_topic)"));
+      if (absl::Status s = CheckOurSlotLocked(*wanted); !s.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("cannot create namespace ", namespace_id, ": ", s.message()));
       }
       const std::optional<NamespaceState> existing = table_.Get(namespace_id);
       elsewhere = existing && !CheckWantedSlot(*existing, wanted).ok();
@@ -698,6 +694,25 @@ std::optional<int64_t> MetaStore::TruncatedBefore(uint64_t namespace_id,
                                                   int64_t incarnation) const {
   std::lock_guard lock(mu_);
   return table_.TruncatedBefore(namespace_id, incarnation);
+}
+
+absl::Status MetaStore::CheckOurSlot(const Slot& slot) const {
+  std::lock_guard lock(mu_);
+  return CheckOurSlotLocked(slot);
+}
+
+absl::Status MetaStore::CheckOurSlotLocked(const Slot& slot) const {
+  const std::vector<Slot>& ours = table_.slots();
+  if (std::find(ours.begin(), ours.end(), slot) != ours.end()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      slot.topic, "[", slot.partition, "] is not a slot of this walserver (its slots are ",
+      ours.front().topic, "[0] to ", ours.back().topic, "[", ours.back().partition,
+      "]; see --topic_prefix, --topic_count and --partitions_per_topic)"));
+}
+
+std::vector<NamespaceState> MetaStore::InSlot(const Slot& slot) const {
+  std::lock_guard lock(mu_);
+  return table_.InSlot(slot);
 }
 
 std::vector<NamespaceState> MetaStore::List(uint64_t after, size_t limit) const {

@@ -105,11 +105,16 @@ class MetaStore {
   // a thread that wakes up even when walserver is idle.
   rd_kafka_t* watermarks_client() const { return watermarks_client_.get(); }
   std::vector<NamespaceState> List(uint64_t after, size_t limit) const;
+  // Live namespaces of the slot, in id order.
+  std::vector<NamespaceState> InSlot(const Slot& slot) const;
+  // INVALID_ARGUMENT, saying which slots are, unless `slot` is one of this server's.
+  absl::Status CheckOurSlot(const Slot& slot) const;
   uint64_t records_skipped() const;
 
  private:
   MetaStore(std::vector<Slot> slots, MetaOptions options);
   void TailLoop();
+  absl::Status CheckOurSlotLocked(const Slot& slot) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A "server/<name>" record: remembered and reported when it announces this server's name.
   void ApplyAnnouncementLocked(const rd_kafka_message_t& msg) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ApplyMessageLocked(const rd_kafka_message_t& msg) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

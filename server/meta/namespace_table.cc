@@ -193,6 +193,14 @@ std::vector<NamespaceState> NamespaceTable::List(uint64_t after, size_t limit) c
   return out;
 }
 
+std::vector<NamespaceState> NamespaceTable::InSlot(const Slot& slot) const {
+  std::vector<NamespaceState> out;
+  for (const auto& [id, row] : rows_) {
+    if (!row.state.deleted && row.state.slot == slot) out.push_back(row.state);
+  }
+  return out;
+}
+
 std::map<Slot, int64_t> NamespaceTable::LowestFirstEntryIds() const {
   std::map<Slot, int64_t> lowest;
   for (const auto& [id, row] : rows_) {

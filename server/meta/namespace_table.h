@@ -94,6 +94,8 @@ class NamespaceTable {
   std::optional<AppendRoute> Route(uint64_t namespace_id) const;
   // Live namespaces with id > `after`, in id order, at most `limit`.
   std::vector<NamespaceState> List(uint64_t after, size_t limit) const;
+  // Live namespaces of `slot`, in id order.
+  std::vector<NamespaceState> InSlot(const Slot& slot) const;
   // Per slot with live namespaces (any slot, not only ours): their lowest first_entry_id.
   std::map<Slot, int64_t> LowestFirstEntryIds() const;
   // Live namespaces per slot, in the order of the constructor's slots.

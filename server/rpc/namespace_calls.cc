@@ -1,12 +1,13 @@
 // The namespace calls of WalServiceImpl (wal_service.h): creating, looking up, listing,
-// truncating, deleting and acquiring namespaces. Each is checked here, then runs on the admin
-// pool (Defer) with the call's deadline, bounded by --admin_timeout_ms. The append and read
-// calls are in wal_service.cc.
+// truncating, deleting and acquiring namespaces, and looking up a slot. Each is checked here,
+// then runs on the admin pool (Defer) with the call's deadline, bounded by --admin_timeout_ms.
+// The append and read calls are in wal_service.cc.
 #include <map>
 #include <optional>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "server/kafka/admin.h"
 #include "server/log/fencing.h"
 #include "server/rpc/grpc_status.h"
 #include "server/rpc/request_checks.h"
@@ -173,6 +174,24 @@ grpc::ServerUnaryReactor* WalServiceImpl::AcquireNamespace(
     response->set_epoch(epoch);
     spdlog::info("namespace {} acquired with epoch {}, fence at offset {}", ns_id, epoch,
                  acquired->fence_offset);
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* WalServiceImpl::GetSlot(grpc::CallbackServerContext* ctx,
+                                                  const v1::GetSlotRequest* request,
+                                                  v1::GetSlotResponse* response) {
+  if (absl::Status s = auth_.Check(*ctx); !s.ok()) return FinishNow(ctx, s);
+  const Slot slot{request->topic(), request->partition()};
+  if (absl::Status s = meta_->CheckOurSlot(slot); !s.ok()) return FinishNow(ctx, s);
+  return Defer(ctx, [this, slot, response](Clock::time_point deadline) -> absl::Status {
+    absl::StatusOr<Watermarks> marks = QueryWatermarks(meta_->watermarks_client(), slot, deadline);
+    if (!marks.ok()) return marks.status();
+    response->set_topic(slot.topic);
+    response->set_partition(slot.partition);
+    response->set_low_offset(static_cast<uint64_t>(marks->low));
+    response->set_next_entry_id(static_cast<uint64_t>(marks->high));
+    response->set_namespace_count(static_cast<uint32_t>(meta_->InSlot(slot).size()));
     return absl::OkStatus();
   });
 }

@@ -399,6 +399,11 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* WalServiceImpl::ReadMany(
   v1::ReadManyRequest parsed;
   if (status.ok()) status = ParseRequest(raw, &parsed);
   const v1::ReadManyRequest* request = &parsed;
+  if (status.ok() && request->has_slot()) {
+    status = StartSlotRead(*request, SteadyDeadline(*ctx), reactor->sink());
+    if (!status.ok()) reactor->Finish(ToGrpcStatus(status));
+    return reactor;
+  }
   if (status.ok() && request->reads_size() > kMaxReadManyNamespaces) {
     status =
         absl::InvalidArgumentError(absl::StrCat("a ReadMany names at most ", kMaxReadManyNamespaces,
@@ -422,6 +427,26 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* WalServiceImpl::ReadMany(
   if (status.ok()) status = reader_->StartMany(std::move(reads), reactor->sink());
   if (!status.ok()) reactor->Finish(ToGrpcStatus(status));
   return reactor;
+}
+
+absl::Status WalServiceImpl::StartSlotRead(const v1::ReadManyRequest& request,
+                                           Clock::time_point deadline,
+                                           std::shared_ptr<ReadSink> sink) {
+  const v1::SlotRead& read = request.slot();
+  if (request.reads_size() > 0 || request.follow()) {
+    return absl::InvalidArgumentError(
+        "a ReadMany of a slot takes neither reads nor follow: it reads every namespace of the "
+        "slot up to the slot's end as the read began");
+  }
+  const Slot slot{read.topic(), read.partition()};
+  if (absl::Status s = meta_->CheckOurSlot(slot); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("slot: ", s.message()));
+  }
+  ReadParams params;
+  params.start_entry_id = read.start_entry_id();
+  params.skip_lost = read.skip_lost();
+  params.deadline = deadline;
+  return reader_->StartSlot(slot, params, std::move(sink));
 }
 
 }  // namespace wal

@@ -90,6 +90,9 @@ class WalServiceImpl final : public WalServiceBase {
   grpc::ServerUnaryReactor* AcquireNamespace(grpc::CallbackServerContext* ctx,
                                              const v1::AcquireNamespaceRequest* request,
                                              v1::AcquireNamespaceResponse* response) override;
+  grpc::ServerUnaryReactor* GetSlot(grpc::CallbackServerContext* ctx,
+                                    const v1::GetSlotRequest* request,
+                                    v1::GetSlotResponse* response) override;
 
   // For shutdown: every open AppendStream answers what it started, then ends UNAVAILABLE, so
   // that long-lived streams do not hold the grace period.
@@ -138,6 +141,9 @@ class WalServiceImpl final : public WalServiceBase {
   void WriteNotFound(Clock::time_point arrived, Clock::time_point deadline,
                      const v1::AppendRequest& request, absl::StatusOr<RetriedEntries::Found> found,
                      std::shared_ptr<RetriedEntries::Claim> claim, AppendDone done);
+  // Checks a ReadMany of a whole slot and starts it.
+  absl::Status StartSlotRead(const v1::ReadManyRequest& request, Clock::time_point deadline,
+                             std::shared_ptr<ReadSink> sink);
   // Runs `work` on the admin pool and finishes the call with its status.
   grpc::ServerUnaryReactor* Defer(grpc::CallbackServerContext* ctx,
                                   std::function<absl::Status(Clock::time_point)> work);
