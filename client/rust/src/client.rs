@@ -392,6 +392,25 @@ impl Client {
         Ok(response.namespace.unwrap_or_default())
     }
 
+    /// Where a slot's records begin and end in Kafka now (`next_entry_id` is the id the next
+    /// record there gets), and how many namespaces live in it. Retried on `Unavailable`.
+    /// `InvalidArgument` for a slot walserver does not serve.
+    pub async fn get_slot(
+        &self,
+        topic: &str,
+        partition: i32,
+    ) -> Result<proto::GetSlotResponse, Status> {
+        let deadline = self.deadline(None);
+        self.with_retries(deadline, |mut stub, this| async move {
+            let request = this.request(
+                proto::GetSlotRequest { topic: topic.to_string(), partition },
+                Some(deadline),
+            );
+            stub.get_slot(request).await
+        })
+        .await
+    }
+
     /// Every live namespace in id order, fetching page after page within one deadline. Retried
     /// on `Unavailable`.
     pub async fn list_namespaces(&self) -> Result<Vec<Namespace>, Status> {

@@ -94,6 +94,7 @@
 
 mod append_stream;
 mod client;
+pub mod greptime;
 pub mod log_store;
 mod read;
 
@@ -106,5 +107,7 @@ pub mod proto {
 pub use bytes::Bytes;
 pub use client::{AcquireResult, Client, ClientOptions, CreateNamespaceResult};
 pub use proto::{AppendRequest, Entry, Gap, Namespace, ReadEnd};
-pub use read::{ReadItem, ReadManyOptions, ReadManyStream, ReadOptions, ReadStart, ReadStream};
+pub use read::{
+    ReadItem, ReadManyOptions, ReadManyStream, ReadOptions, ReadSlotOptions, ReadStart, ReadStream,
+};
 pub use tonic::{Code, Status};

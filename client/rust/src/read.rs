@@ -13,7 +13,7 @@ use tonic::{Code, Status};
 use crate::client::{
     attempt_fits, check_entry_checksum, retry_backoff, retry_jitter, until, Client, LOCAL_DEADLINE,
 };
-use crate::proto::{Entry, Gap, ReadEnd, ReadManyRequest, ReadRequest, ReadResponse};
+use crate::proto::{Entry, Gap, ReadEnd, ReadManyRequest, ReadRequest, ReadResponse, SlotRead};
 
 /// One namespace to read: [`Client::read`].
 #[derive(Clone, Debug, Default)]
@@ -86,6 +86,24 @@ pub struct ReadManyOptions {
     /// Deadline of the whole read, counted from the call to [`Client::read_many`]; `None` (or
     /// zero): [`crate::ClientOptions::timeout`], or none for a follow read or one with a
     /// `progress_timeout`.
+    pub timeout: Option<Duration>,
+    /// See [`ReadOptions::progress_timeout`].
+    pub progress_timeout: Option<Duration>,
+}
+
+/// Every namespace of one slot replayed on one stream: [`Client::read_slot`].
+#[derive(Clone, Debug, Default)]
+pub struct ReadSlotOptions {
+    /// The slot: one of walserver's topics and a partition of it.
+    pub topic: String,
+    /// See `topic`.
+    pub partition: i32,
+    /// An offset of the slot: each namespace from here, or from its first entry if that is
+    /// higher; 0: each from its first entry.
+    pub start_entry_id: u64,
+    /// See [`ReadOptions::skip_lost`]; the gaps come as [`ReadItem::Gap`].
+    pub skip_lost: bool,
+    /// See [`ReadManyOptions::timeout`].
     pub timeout: Option<Duration>,
     /// See [`ReadOptions::progress_timeout`].
     pub progress_timeout: Option<Duration>,
@@ -469,11 +487,40 @@ impl Client {
                 })
                 .collect(),
             follow: options.follow,
+            slot: None,
         };
         let reader = Reader::new(
             self,
             Call::Many(request),
             options.follow,
+            options.timeout,
+            options.progress_timeout,
+        );
+        ReadManyStream { inner: reader.into_stream() }
+    }
+
+    /// Replays every namespace living in a slot when the read begins, on one stream, as a
+    /// datanode replays a Kafka topic its regions share: each namespace from
+    /// `start_entry_id` or its first entry if that is higher (what it truncated is skipped), in
+    /// id order (namespaces interleave), up to the slot's end as the read began, then its
+    /// [`ReadItem::End`]. Errors of the call come as the stream's one `Err`: `InvalidArgument`
+    /// (a slot walserver does not serve), `OutOfRange` (a start past the slot's end),
+    /// `Unavailable` (retried while nothing was delivered), `DeadlineExceeded`.
+    pub fn read_slot(&self, options: ReadSlotOptions) -> ReadManyStream {
+        let request = ReadManyRequest {
+            reads: Vec::new(),
+            follow: false,
+            slot: Some(SlotRead {
+                topic: options.topic,
+                partition: options.partition,
+                start_entry_id: options.start_entry_id,
+                skip_lost: options.skip_lost,
+            }),
+        };
+        let reader = Reader::new(
+            self,
+            Call::Many(request),
+            false,
             options.timeout,
             options.progress_timeout,
         );
