@@ -11,13 +11,15 @@
 namespace wal {
 
 Pruner::Pruner(MetaStore* meta, rd_kafka_t* admin, std::vector<Slot> slots,
-               std::chrono::milliseconds interval, PruneMode mode, Metrics* metrics)
+               std::chrono::milliseconds interval, PruneMode mode, Metrics* metrics,
+               FirstEntries first_entries)
     : meta_(meta),
       admin_(admin),
       slots_(std::move(slots)),
       interval_(interval),
       mode_(mode),
       metrics_(metrics),
+      first_entries_(std::move(first_entries)),
       thread_([this] { Loop(); }) {}
 
 Pruner::~Pruner() {
@@ -50,6 +52,22 @@ void Pruner::Loop() {
       spdlog::warn("pruning: {}", s.ToString());
     lock.lock();
   }
+}
+
+int64_t Pruner::NeededFrom(const Slot& slot, int64_t lowest, int64_t high,
+                           Clock::time_point deadline) {
+  if (!first_entries_) return lowest;
+  auto firsts = first_entries_(slot, deadline);
+  if (!firsts.ok()) {
+    spdlog::debug("pruning {}[{}] from its lowest first entry id: {}", slot.topic, slot.partition,
+                  firsts.status().ToString());
+    return lowest;
+  }
+  int64_t needed = high;
+  for (const auto& [namespace_id, first] : *firsts) {
+    if (first) needed = std::min(needed, *first);
+  }
+  return needed;
 }
 
 absl::Status Pruner::RunOnce() {
@@ -88,8 +106,8 @@ absl::Status Pruner::RunOnce() {
     if (absl::Status s = give_up(); !s.ok()) return s;
     const Slot& slot = slots_[i];
     int64_t point = marks[i]->high;
-    if (auto it = lowest.find(slot); it != lowest.end()) {
-      point = std::min(point, it->second);
+    if (auto it = lowest.find(slot); it != lowest.end() && it->second < point) {
+      point = NeededFrom(slot, it->second, point, step_deadline());
     }
     if (point > meta_->PrunedBefore(slot)) {
       if (absl::Status s = meta_->RecordPrune(slot, point, step_deadline()); !s.ok()) {

@@ -3,7 +3,10 @@
 //
 // Safety. The prune point of a slot is min(h, lowest first_entry_id of its live namespaces),
 // where h is the slot's end read *before* the namespace table is brought up to the end of the
-// metadata topic. A namespace missing from that table was created after h was read, so all its
+// metadata topic. With `first_entries` (a read of the slot, each namespace's first readable
+// entry), a namespace counts from that entry instead, and one with none up to the read's end (at
+// or past h) holds nothing back: an idle namespace that truncated all it had does not pin its
+// slot; entries it appends later lie at or past h. A namespace missing from that table was created after h was read, so all its
 // entries lie at or above h, even if its start_offset (read by its creator earlier) is below. The
 // point is recorded in the metadata topic before the deletion, so a read that finds records
 // missing below it knows they were pruned (and the namespace had nothing there), while records
@@ -13,12 +16,17 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "server/common/metrics.h"
 #include "server/meta/meta_store.h"
 
@@ -33,9 +41,16 @@ enum class PruneMode { kAuto, kDelete, kLogical };
 
 class Pruner {
  public:
+  // Per namespace of a slot: the id of its first readable entry; nullopt when it has none up to
+  // the slot's end as the call began (EntryReader::FirstEntriesOf).
+  using FirstEntries = std::function<absl::StatusOr<std::map<uint64_t, std::optional<int64_t>>>(
+      const Slot&, Clock::time_point deadline)>;
+
   // Prunes `slots` every `interval` (with jitter) through `admin` (mode kAuto or kDelete).
+  // Without `first_entries`, every namespace holds its slot back from its first_entry_id.
   Pruner(MetaStore* meta, rd_kafka_t* admin, std::vector<Slot> slots,
-         std::chrono::milliseconds interval, PruneMode mode, Metrics* metrics);
+         std::chrono::milliseconds interval, PruneMode mode, Metrics* metrics,
+         FirstEntries first_entries = nullptr);
   ~Pruner();  // Stop(), then waits for the step in progress (at most kStepTimeout)
 
   // Asks the pruner to stop without waiting: the round in progress ends after its current step,
@@ -55,6 +70,9 @@ class Pruner {
  private:
   void Loop();
   bool stopping();
+  // The lowest offset of `slot` a namespace still needs, given the lowest first_entry_id among
+  // them and the slot's end `high`; `lowest` when the slot cannot be read.
+  int64_t NeededFrom(const Slot& slot, int64_t lowest, int64_t high, Clock::time_point deadline);
 
   MetaStore* const meta_;
   rd_kafka_t* const admin_;
@@ -62,6 +80,7 @@ class Pruner {
   const std::chrono::milliseconds interval_;
   const PruneMode mode_;
   Metrics* const metrics_;
+  const FirstEntries first_entries_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
