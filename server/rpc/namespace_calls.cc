@@ -83,8 +83,9 @@ grpc::ServerUnaryReactor* WalServiceImpl::Truncate(grpc::CallbackServerContext* 
       return absl::OutOfRangeError(absl::StrCat("cannot truncate namespace ", ns_id, " before ",
                                                 entry_id, ": past its end ", *end));
     }
-    // Truncating to 0 or below the current point changes nothing.
-    if (static_cast<int64_t>(entry_id) > state->truncated_before) {
+    // Truncating to 0, or to the first entry id or below it, changes nothing: no record is
+    // written (a datanode obsoletes each region it opens, new ones too).
+    if (static_cast<int64_t>(entry_id) > state->first_entry_id()) {
       state = meta_->Truncate(ns_id, static_cast<int64_t>(entry_id), deadline);
       if (!state.ok()) return state.status();
     }
