@@ -852,14 +852,14 @@ mod tests {
 #[cfg(test)]
 mod debug_tests {
     use super::*;
-    use crate::log_store::{LogStore, LogStoreOptions};
+    use crate::greptime::WalserverLogStore;
 
     #[tokio::test]
     async fn debug_output_never_shows_the_bearer_token() {
         let options =
             ClientOptions { auth_token: "s3cret-t0ken".into(), ..ClientOptions::default() };
         let client = Client::connect(options.clone()).await.unwrap();
-        let store = LogStore::new(client.clone(), LogStoreOptions::default());
+        let store = WalserverLogStore::new(client.clone());
         for printed in [format!("{options:?}"), format!("{client:?}"), format!("{store:?}")] {
             assert!(!printed.contains("s3cret"), "{printed}");
             assert!(

@@ -95,7 +95,6 @@
 mod append_stream;
 mod client;
 pub mod greptime;
-pub mod log_store;
 mod read;
 
 /// The generated messages and gRPC stub of walserver's contract (`proto/wal/v1/wal.proto`).

@@ -1,39 +1,47 @@
-//! A datanode's region engine driving `walclient::log_store` in the order it calls its log
-//! store, against walserver on the suite's real Kafka, with a checker of every replay:
-//! - open: `obsolete` up to the region's checkpoint, then replay from the checkpoint plus one
-//!   (a new region's checkpoint is `latest_entry_id`, 0);
+//! A datanode's region engine driving `walclient::greptime` (GreptimeDB's log store trait on
+//! walserver) in the order it calls its log store, against walserver on the suite's real Kafka,
+//! with a checker of every replay. 1,000 regions on 16 topics, each region's topic its
+//! provider, as the datanodes' metasrv places them:
+//! - open: a new region's flushed id is its topic's latest entry id
+//!   (`Provider::initial_flushed_entry_id`); a region replays from its flushed id plus one, then
+//!   `obsolete`s up to it; a batch of regions is opened with one read per topic, its entries
+//!   distributed by region (each from its own start), as the region engine's distributor does;
 //! - writes: `append_batch` across many regions from several writers at once;
-//! - flush: the region's checkpoint moves to its last acknowledged entry, then `obsolete`;
-//! - drop: `obsolete_all`;
+//! - flush: the region's flushed id moves to its last acknowledged entry, then `obsolete`;
+//! - drop: `obsolete_all`, twice;
 //! - migration: a second datanode, through a sidecar of its own, catches a set of regions up by
-//!   replaying them while the first one writes, then makes them writable (which fences the
-//!   first), and writes on;
+//!   reading their topics while the first one writes, then fences the first
+//!   (`WalserverLogStore::fence`), reads the tail, and writes on;
 //! - crashes: the sidecar killed (-9) and restarted under the writes, then the datanode itself
-//!   restarted: every region opened again.
+//!   restarted: every region opened again, by topic, and once more region by region.
 //!
 //! The checker holds each replay against what the writers were told: every acknowledged entry
-//! after the region's checkpoint exactly once and in order, none that the fenced datanode wrote
+//! after the region's flushed id exactly once and in order, none that the fenced datanode wrote
 //! after the fence, none of a dropped region, and of the entries whose append failed (outcome
 //! unknown) at most one copy, in order.
 
 mod common;
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::Walserver;
 use futures_util::{stream, StreamExt};
-use walclient::log_store::{EntryId, LogEntry, LogStore, LogStoreOptions};
-use walclient::{Client, ClientOptions, Code, Entry, ReadItem, ReadManyOptions, ReadStart, Status};
+use walclient::greptime::{
+    Entry, EntryId, Error, LogStore, NaiveEntry, Provider, RegionId, WalserverLogStore,
+};
+use walclient::{Client, ClientOptions, Code};
 
 /// Regions 1..=BIG take 16 KiB entries; the others, most of them, a few hundred bytes.
 const BIG: u64 = 10;
+/// The topics the regions are placed in, as the datanodes' metasrv places them.
+const TOPICS: u64 = 16;
 /// What a writer of the datanode may be answered, and fail those writes for.
 const RETRIED_LATER: [Code; 3] =
     [Code::Unavailable, Code::DeadlineExceeded, Code::FailedPrecondition];
-/// Regions opened at once, as a datanode opens them in parallel.
+/// Regions (or topics) opened at once, as a datanode opens them in parallel.
 const OPEN_CONCURRENCY: usize = 32;
 
 /// What a replay must do with one append attempt.
@@ -49,8 +57,8 @@ enum Expect {
 
 #[derive(Default)]
 struct RegionModel {
-    /// The flushed entry id: replays start after it.
-    checkpoint: EntryId,
+    /// The flushed entry id: replays start after it. None until the region is first opened.
+    checkpoint: Option<EntryId>,
     /// Attempts since the checkpoint, by entry number (each region numbers its entries 1, 2...).
     attempts: Vec<(u64, Expect)>,
     next_number: u64,
@@ -75,13 +83,24 @@ fn data_of(region: u64, number: u64) -> Vec<u8> {
     data
 }
 
+fn bytes_of(entry: &Entry) -> &[u8] {
+    match entry {
+        Entry::Naive(naive) => &naive.data,
+        Entry::MultiplePart(_) => b"",
+    }
+}
+
 fn number_of(region: u64, entry: &Entry) -> Result<u64, String> {
-    let text = String::from_utf8_lossy(&entry.data[..entry.data.len().min(40)]).into_owned();
+    let data = bytes_of(entry);
+    let text = String::from_utf8_lossy(&data[..data.len().min(40)]).into_owned();
     let mut parts = text.split(':');
     let of_region: u64 = parts.next().and_then(|p| p.parse().ok()).ok_or("no region")?;
     let number: u64 = parts.next().and_then(|p| p.parse().ok()).ok_or("no number")?;
-    if of_region != region {
-        return Err(format!("region {region} replayed an entry of region {of_region}"));
+    if of_region != region || entry.region_id() != region {
+        return Err(format!(
+            "region {region} replayed an entry of region {of_region} ({})",
+            entry.region_id()
+        ));
     }
     Ok(number)
 }
@@ -96,15 +115,16 @@ fn check(region: u64, model: &RegionModel, replayed: &[Entry]) -> Result<(), Str
     }
     let expect: HashMap<u64, Expect> = model.attempts.iter().copied().collect();
     let mut previous = 0;
-    let mut seen = std::collections::HashSet::new();
+    let mut seen = HashSet::new();
     for entry in replayed {
         let number = number_of(region, entry)?;
         match expect.get(&number) {
             None => {
                 return Err(format!(
                     "region {region}: entry {number} (id {}) replayed, but it was flushed or never \
-                     appended (checkpoint {})",
-                    entry.entry_id, model.checkpoint
+                     appended (flushed id {:?})",
+                    entry.entry_id(),
+                    model.checkpoint
                 ))
             }
             Some(Expect::MustNot) => {
@@ -129,9 +149,9 @@ fn check(region: u64, model: &RegionModel, replayed: &[Entry]) -> Result<(), Str
         .collect();
     if !missing.is_empty() {
         return Err(format!(
-            "region {region}: acknowledged entries {missing:?} missing from the replay from {} \
-             (replayed {previous} last)",
-            model.checkpoint + 1
+            "region {region}: acknowledged entries {missing:?} missing from the replay after \
+             flushed id {:?} (replayed {previous} last)",
+            model.checkpoint
         ));
     }
     Ok(())
@@ -140,9 +160,11 @@ fn check(region: u64, model: &RegionModel, replayed: &[Entry]) -> Result<(), Str
 /// One datanode: its log store on its sidecar.
 struct Datanode {
     name: char,
-    store: LogStore,
+    store: WalserverLogStore,
+    /// The topics' prefix: region r lives in topic `{prefix}_{r % TOPICS}`.
+    prefix: String,
     /// Deliberately wrong replay start (the checker's own test): the region's last
-    /// acknowledged entry instead of its checkpoint plus one.
+    /// acknowledged entry instead of its flushed id plus one.
     broken_replay_start: bool,
 }
 
@@ -151,111 +173,184 @@ struct Opened {
     took: Duration,
     entries: u64,
     bytes: u64,
-    /// (region, walserver's id) of every entry replayed.
-    replayed: std::collections::BTreeSet<(u64, u64)>,
+    /// (region, id) of every entry replayed.
+    replayed: BTreeSet<(u64, u64)>,
+}
+
+impl Opened {
+    fn of(took: Duration, replays: &HashMap<u64, Vec<Entry>>) -> Opened {
+        let mut opened = Opened { took, entries: 0, bytes: 0, replayed: BTreeSet::new() };
+        for (region, entries) in replays {
+            for entry in entries {
+                opened.entries += 1;
+                opened.bytes += bytes_of(entry).len() as u64;
+                opened.replayed.insert((*region, entry.entry_id()));
+            }
+        }
+        opened
+    }
 }
 
 impl Datanode {
-    async fn new(name: char, target: &str, broken_replay_start: bool) -> Datanode {
+    async fn new(name: char, target: &str, prefix: &str, broken_replay_start: bool) -> Datanode {
         let options =
             ClientOptions { timeout: Duration::from_secs(20), ..ClientOptions::new(target) };
         let client = Client::connect(options).await.unwrap();
-        let store = LogStore::new(client, LogStoreOptions::default());
-        Datanode { name, store, broken_replay_start }
+        let store = WalserverLogStore::new(client);
+        Datanode { name, store, prefix: prefix.to_string(), broken_replay_start }
     }
 
-    /// Opens `regions` as the region engine does: replays each (checked against the model
-    /// when `check` says so: not while another datanode writes them), then, when `writable`,
-    /// makes it writable. Measures the whole.
+    fn provider(&self, region: u64) -> Provider {
+        Provider::kafka_provider(format!("{}_{}", self.prefix, region % TOPICS))
+    }
+
+    /// Where each region's replay starts (its flushed id plus one), a new region getting its
+    /// topic's latest entry id as its flushed id first.
+    fn starts(&self, model: &Model, regions: &[u64]) -> HashMap<u64, EntryId> {
+        let mut state = model.regions.lock().unwrap();
+        regions
+            .iter()
+            .map(|region| {
+                let provider = self.provider(*region);
+                let region_model = state.entry(*region).or_default();
+                let flushed = *region_model
+                    .checkpoint
+                    .get_or_insert_with(|| provider.initial_flushed_entry_id(&self.store));
+                let start = match (self.broken_replay_start, region_model.last_acked) {
+                    (true, Some((id, _))) => id,
+                    _ => flushed + 1,
+                };
+                (*region, start)
+            })
+            .collect()
+    }
+
+    /// Reads the topics of `from`'s regions once each, from the lowest start of their regions,
+    /// and hands each region its entries from its own start: the region engine's distributor.
+    async fn read_by_topic(
+        &self,
+        from: &HashMap<u64, EntryId>,
+    ) -> Result<HashMap<u64, Vec<Entry>>, String> {
+        let mut topics: HashMap<u64, Vec<u64>> = HashMap::new();
+        for region in from.keys() {
+            topics.entry(region % TOPICS).or_default().push(*region);
+        }
+        let results: Vec<Result<HashMap<u64, Vec<Entry>>, String>> = stream::iter(topics)
+            .map(|(topic, regions)| async move {
+                let provider = self.provider(topic);
+                let start = regions.iter().map(|r| from[r]).min().unwrap();
+                let mut out: HashMap<u64, Vec<Entry>> =
+                    regions.iter().map(|r| (*r, Vec::new())).collect();
+                let mut read =
+                    self.store.read(&provider, start, None).await.map_err(|e| e.to_string())?;
+                while let Some(batch) = read.next().await {
+                    for entry in batch.map_err(|e| format!("{provider}: {e}"))? {
+                        let region = entry.region_id().as_u64();
+                        if let Some(entries) = out.get_mut(&region) {
+                            if entry.entry_id() >= from[&region] {
+                                entries.push(entry);
+                            }
+                        }
+                    }
+                }
+                Ok(out)
+            })
+            .buffer_unordered(OPEN_CONCURRENCY)
+            .collect()
+            .await;
+        let mut all = HashMap::new();
+        for result in results {
+            all.extend(result?);
+        }
+        Ok(all)
+    }
+
+    /// Replays one region alone, as the region engine opens a single region: a read of its
+    /// topic from its start, filtered to it.
+    async fn read_region(&self, region: u64, start: EntryId) -> Result<Vec<Entry>, String> {
+        let provider = self.provider(region);
+        let mut read = self.store.read(&provider, start, None).await.map_err(|e| e.to_string())?;
+        let mut entries = Vec::new();
+        while let Some(batch) = read.next().await {
+            let batch = batch.map_err(|e| format!("region {region}: {e}"))?;
+            entries.extend(batch.into_iter().filter(|e| e.region_id() == region));
+        }
+        Ok(entries)
+    }
+
+    /// Opens `regions` as the region engine does at start-up: a region to be written here is
+    /// fenced first (when `writable`), so that its replay holds everything its earlier writer
+    /// wrote; then the regions are replayed by topic (`by_topic`) or one by one, each checked
+    /// against the model when `checked` says so (not while another datanode writes them), and
+    /// each obsoletes up to its flushed id. Measures the replays.
     async fn open(
         &self,
         model: &Model,
         regions: &[u64],
         checked: bool,
         writable: bool,
+        by_topic: bool,
     ) -> Result<Opened, String> {
+        if writable {
+            let fenced: Vec<Result<u64, Error>> = stream::iter(regions.iter().copied())
+                .map(|region| async move {
+                    self.store.fence(&self.provider(region), RegionId::from_u64(region)).await
+                })
+                .buffer_unordered(OPEN_CONCURRENCY)
+                .collect()
+                .await;
+            for result in fenced {
+                result.map_err(|e| format!("fence: {e}"))?;
+            }
+        }
+        let starts = self.starts(model, regions);
         let started = Instant::now();
-        let results: Vec<Result<Vec<Entry>, String>> = stream::iter(regions.iter().copied())
+        let replays = if by_topic {
+            self.read_by_topic(&starts).await?
+        } else {
+            let each: Vec<Result<(u64, Vec<Entry>), String>> = stream::iter(starts.clone())
+                .map(|(region, start)| async move {
+                    Ok((region, self.read_region(region, start).await?))
+                })
+                .buffer_unordered(OPEN_CONCURRENCY)
+                .collect()
+                .await;
+            each.into_iter().collect::<Result<HashMap<_, _>, String>>()?
+        };
+        let opened = Opened::of(started.elapsed(), &replays);
+        for (region, replayed) in &replays {
+            if checked {
+                check(*region, &model.regions.lock().unwrap()[region], replayed)?;
+            }
+        }
+        // Opened: what the region flushed is no longer needed.
+        let obsoleted: Vec<Result<(), Error>> = stream::iter(regions.iter().copied())
             .map(|region| async move {
-                // A region to be written here is fenced first, then replayed: the replay then
-                // holds everything its earlier writer wrote before the fence.
-                if writable {
-                    self.store
-                        .open_for_write(region)
-                        .await
-                        .map_err(|s| format!("{region}: {s}"))?;
-                }
-                let replayed = self.open_region(model, region, checked).await?;
-                Ok(replayed)
+                let flushed = model.regions.lock().unwrap()[&region].checkpoint.unwrap();
+                let id = RegionId::from_u64(region);
+                self.store.obsolete(&self.provider(region), id, flushed).await
             })
             .buffer_unordered(OPEN_CONCURRENCY)
             .collect()
             .await;
-        let mut opened =
-            Opened { took: started.elapsed(), entries: 0, bytes: 0, replayed: Default::default() };
-        for result in results {
-            for entry in result? {
-                opened.entries += 1;
-                opened.bytes += entry.data.len() as u64;
-                opened.replayed.insert((entry.namespace_id, entry.entry_id - 1));
-            }
+        for result in obsoleted {
+            result.map_err(|e| format!("obsolete: {e}"))?;
         }
         Ok(opened)
     }
 
-    async fn open_region(
-        &self,
-        model: &Model,
-        region: u64,
-        checked: bool,
-    ) -> Result<Vec<Entry>, String> {
-        let (checkpoint, last_acked) = {
-            let mut regions = model.regions.lock().unwrap();
-            let state = regions.entry(region).or_default();
-            if state.checkpoint == 0 && state.attempts.is_empty() && !state.dropped {
-                // A new region: its flushed id starts at the log store's latest.
-                state.checkpoint = self.store.latest_entry_id(region);
-            }
-            (state.checkpoint, state.last_acked)
-        };
-        let status = |s: Status| format!("region {region}: {s}");
-        self.store.obsolete(region, checkpoint).await.map_err(status)?;
-        let start = match (self.broken_replay_start, last_acked) {
-            (true, Some((id, _))) => id,
-            _ => checkpoint + 1,
-        };
-        let replayed: Vec<Entry> = self
-            .store
-            .read(region, start)
-            .collect::<Vec<_>>()
-            .await
-            .into_iter()
-            .collect::<Result<_, _>>()
-            .map_err(status)?;
-        if checked {
-            check(region, &model.regions.lock().unwrap()[&region], &replayed)?;
-        }
-        Ok(replayed)
-    }
-
-    /// Replays each region from its start in `from` (a log-store id), as a follower catching up:
-    /// per region, the numbers of the entries read and the id of the last.
+    /// Replays each region from its start in `from`, by topic, as a follower catching up: per
+    /// region, the numbers of the entries read and the id of the last.
     async fn catch_up(&self, from: &HashMap<u64, EntryId>) -> HashMap<u64, (Vec<u64>, EntryId)> {
-        stream::iter(from.iter().map(|(region, start)| (*region, *start)))
-            .map(|(region, start)| async move {
-                let mut numbers = Vec::new();
-                let mut last = start.saturating_sub(1);
-                let mut replay = self.store.read(region, start);
-                while let Some(entry) = replay.next().await {
-                    let entry = entry.unwrap();
-                    numbers.push(number_of(region, &entry).unwrap());
-                    last = entry.entry_id;
-                }
+        let replays = self.read_by_topic(from).await.unwrap();
+        replays
+            .into_iter()
+            .map(|(region, entries)| {
+                let numbers = entries.iter().map(|e| number_of(region, e).unwrap()).collect();
+                let last = entries.last().map_or(from[&region].saturating_sub(1), Entry::entry_id);
                 (region, (numbers, last))
             })
-            .buffer_unordered(OPEN_CONCURRENCY)
             .collect()
-            .await
     }
 
     /// One batch of `regions`, 1 to 3 entries each, recorded in the model.
@@ -264,7 +359,7 @@ impl Datanode {
         model: &Model,
         regions: &[u64],
         rng: &mut u64,
-    ) -> Result<(), Status> {
+    ) -> Result<(), Error> {
         let mut entries = Vec::new();
         let mut numbers = Vec::new();
         {
@@ -278,7 +373,9 @@ impl Datanode {
                     // Written after a fence returned: never to be read, whatever the answer.
                     let expect = if fenced { Expect::MustNot } else { Expect::May };
                     region_model.attempts.push((number, expect));
-                    entries.push(LogEntry::new(*region, data_of(*region, number)));
+                    let data = data_of(*region, number);
+                    let id = RegionId::from_u64(*region);
+                    entries.push(self.store.entry(data, 0, id, &self.provider(*region))?);
                     numbers.push((*region, number, fenced));
                 }
             }
@@ -296,7 +393,7 @@ impl Datanode {
                 }
                 // The batch's last entry of the region has its last id, and the highest number.
                 // A fenced writer's entries are never read: no checkpoint at one of them.
-                let last = (response.last_entry_ids[region], *number);
+                let last = (response.last_entry_ids[&RegionId::from_u64(*region)], *number);
                 if !fenced && region_model.last_acked.is_none_or(|acked| acked < last) {
                     region_model.last_acked = Some(last);
                 }
@@ -305,17 +402,17 @@ impl Datanode {
         result.map(|_| ())
     }
 
-    /// Flushes `region`: its checkpoint moves to its last acknowledged entry, then `obsolete`.
-    async fn flush(&self, model: &Model, region: u64) -> Result<(), Status> {
-        let checkpoint = {
+    /// Flushes `region`: its flushed id moves to its last acknowledged entry, then `obsolete`.
+    async fn flush(&self, model: &Model, region: u64) -> Result<(), Error> {
+        let flushed = {
             let mut regions = model.regions.lock().unwrap();
             let state = regions.get_mut(&region).unwrap();
             let Some((id, number)) = state.last_acked else { return Ok(()) };
-            state.checkpoint = id;
+            state.checkpoint = Some(id);
             state.attempts.retain(|(n, _)| *n > number);
             id
         };
-        self.store.obsolete(region, checkpoint).await
+        self.store.obsolete(&self.provider(region), RegionId::from_u64(region), flushed).await
     }
 }
 
@@ -414,9 +511,9 @@ async fn stop_writers(
 fn sidecar_args(socket: &std::path::Path) -> Vec<String> {
     vec![
         format!("--listen=unix://{}", socket.display()),
-        // 16 slots: about 60 regions share each, as regions share a datanode's topics.
-        "--topic_count=4".into(),
-        "--partitions_per_topic=4".into(),
+        // The datanodes' layout: topics of one partition, each shared by about 60 regions.
+        format!("--topic_count={TOPICS}"),
+        "--partitions_per_topic=1".into(),
     ]
 }
 
@@ -435,8 +532,8 @@ async fn a_datanode_of_1000_regions_through_crashes_and_a_migration() {
     let model = Arc::new(Model::default());
     let all: Vec<u64> = (1..=1000).collect();
     // Datanode A opens 1,000 new regions (every replay empty) and leads them.
-    let a = Arc::new(Datanode::new('A', &target_a, false).await);
-    let opened = a.open(&model, &all, true, true).await.unwrap();
+    let a = Arc::new(Datanode::new('A', &target_a, &prefix, false).await);
+    let opened = a.open(&model, &all, true, true, true).await.unwrap();
     assert_eq!(opened.entries, 0);
     let led_by_a = Arc::new(Mutex::new(all.clone()));
     let (stop, batches) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicU64::new(0)));
@@ -446,15 +543,15 @@ async fn a_datanode_of_1000_regions_through_crashes_and_a_migration() {
     // Migration of regions 1..=40 (ten of them big) to datanode B, through its own sidecar: B
     // catches up by replaying while A writes, then makes them writable, fencing A.
     let migrated: Vec<u64> = (1..=40).collect();
-    let b = Arc::new(Datanode::new('B', &target_b, false).await);
+    let b = Arc::new(Datanode::new('B', &target_b, &prefix, false).await);
     let checkpoints: HashMap<u64, EntryId> = {
         let regions = model.regions.lock().unwrap();
-        migrated.iter().map(|r| (*r, regions[r].checkpoint + 1)).collect()
+        migrated.iter().map(|r| (*r, regions[r].checkpoint.unwrap() + 1)).collect()
     };
     let caught_up = b.catch_up(&checkpoints).await;
     for region in &migrated {
         model.regions.lock().unwrap().get_mut(region).unwrap().fenced_out = Some('A');
-        b.store.open_for_write(*region).await.unwrap();
+        b.store.fence(&b.provider(*region), RegionId::from_u64(*region)).await.unwrap();
         model.regions.lock().unwrap().get_mut(region).unwrap().fence_done = true;
     }
     // Then the tail: from where the catch-up stopped to the fence. Between them, B has read
@@ -464,7 +561,7 @@ async fn a_datanode_of_1000_regions_through_crashes_and_a_migration() {
     let tail = b.catch_up(&tail_from).await;
     for region in &migrated {
         let (before, after) = (&caught_up[region].0, &tail[region].0);
-        let read: std::collections::HashSet<u64> = before.iter().chain(after).copied().collect();
+        let read: HashSet<u64> = before.iter().chain(after).copied().collect();
         assert_eq!(read.len(), before.len() + after.len(), "region {region}: read twice");
         let regions = model.regions.lock().unwrap();
         let attempts: HashMap<u64, Expect> = regions[region].attempts.iter().copied().collect();
@@ -518,55 +615,31 @@ async fn a_datanode_of_1000_regions_through_crashes_and_a_migration() {
     stop_writers(&stop, writers).await;
     stop_writers(&stop_b, writers_b).await;
 
-    // Regions dropped by A, once it no longer writes them.
+    // Regions dropped by A, once it no longer writes them; twice, as a retried drop does.
     let dropped: Vec<u64> = (991..=1000).collect();
     led_by_a.lock().unwrap().retain(|r| !dropped.contains(r));
     for region in &dropped {
-        a.store.obsolete_all(*region).await.unwrap();
+        for _ in 0..2 {
+            a.store.obsolete_all(&a.provider(*region), RegionId::from_u64(*region)).await.unwrap();
+        }
         model.regions.lock().unwrap().get_mut(region).unwrap().dropped = true;
     }
 
-    // Datanode A restarts: every region it leads opens again, each replay checked; B's
-    // regions too, through B's sidecar, and the dropped ones replay empty.
+    // Datanode A restarts: every region it leads opens again, made writable (a fence each),
+    // then replayed by topic, each replay checked; the same replays once more region by region,
+    // for comparison (a single region's open). B's regions too, through B's sidecar, and the
+    // dropped ones replay empty.
     drop(a);
-    let restarted = Datanode::new('A', &target_a, false).await;
+    let restarted = Datanode::new('A', &target_a, &prefix, false).await;
     let mine: Vec<u64> = led_by_a.lock().unwrap().clone();
-    // Each region becomes writable again (a fence each), then replays; timed apart.
     let started = Instant::now();
-    stream::iter(mine.iter().copied())
-        .map(|region| restarted.store.open_for_write(region))
-        .buffer_unordered(OPEN_CONCURRENCY)
-        .for_each(|result| async move {
-            result.unwrap();
-        })
-        .await;
-    let fenced_in = started.elapsed();
-    let opened = restarted.open(&model, &mine, true, false).await.unwrap();
-    // The same replays as one ReadMany call, for comparison (the log store's interface reads
-    // one region at a time): from each checkpoint, walserver's id being the store's minus one.
-    let started = Instant::now();
-    let mut many = restarted.store.client().read_many(ReadManyOptions {
-        namespaces: mine
-            .iter()
-            .map(|region| ReadStart {
-                namespace_id: *region,
-                start_entry_id: model.regions.lock().unwrap()[region].checkpoint,
-                ..Default::default()
-            })
-            .collect(),
-        ..Default::default()
-    });
-    let mut many_entries = std::collections::BTreeSet::new();
-    while let Some(item) = many.next().await {
-        if let ReadItem::Entry(entry) = item.unwrap() {
-            many_entries.insert((entry.namespace_id, entry.entry_id));
-        }
-    }
-    let many_took = started.elapsed();
-    assert_eq!(many_entries, opened.replayed, "ReadMany and the replays disagree");
-    restarted.open(&model, &dropped, true, false).await.unwrap();
-    let b_restarted = Datanode::new('B', &target_b, false).await;
-    let b_opened = b_restarted.open(&model, &migrated, true, true).await.unwrap();
+    let by_topic = restarted.open(&model, &mine, true, true, true).await.unwrap();
+    let opened_in = started.elapsed();
+    let each = restarted.open(&model, &mine, true, false, false).await.unwrap();
+    assert_eq!(each.replayed, by_topic.replayed, "by topic and region by region disagree");
+    restarted.open(&model, &dropped, true, false, true).await.unwrap();
+    let b_restarted = Datanode::new('B', &target_b, &prefix, false).await;
+    let b_opened = b_restarted.open(&model, &migrated, true, true, true).await.unwrap();
     let regions = model.regions.lock().unwrap();
     let acked: usize = regions
         .values()
@@ -577,22 +650,22 @@ async fn a_datanode_of_1000_regions_through_crashes_and_a_migration() {
         .map(|r| r.attempts.iter().filter(|(_, e)| *e == Expect::MustNot).count())
         .sum::<usize>();
     eprintln!(
-        "datanode restart: {} regions replayed in {:.2} s (one ReadMany: {:.2} s) and made \
-         writable in {:.2} s, {} entries ({:.1} MiB) replayed; B's {} regions: {} entries in \
-         {:.2} s; {acked} acknowledged entries after checkpoints checked, {fenced_writes} \
-         written after the fence left out, {} batches",
+        "datanode restart: {} regions on {TOPICS} topics replayed by topic in {:.2} s (region by \
+         region: {:.2} s), opened with fences and obsoletes in {:.2} s, {} entries ({:.1} MiB) \
+         replayed; B's {} regions: {} entries in {:.2} s; {acked} acknowledged entries after \
+         flushed ids checked, {fenced_writes} written after the fence left out, {} batches",
         mine.len(),
-        opened.took.as_secs_f64(),
-        many_took.as_secs_f64(),
-        fenced_in.as_secs_f64(),
-        opened.entries,
-        opened.bytes as f64 / (1 << 20) as f64,
+        by_topic.took.as_secs_f64(),
+        each.took.as_secs_f64(),
+        opened_in.as_secs_f64(),
+        by_topic.entries,
+        by_topic.bytes as f64 / (1 << 20) as f64,
         migrated.len(),
         b_opened.entries,
         b_opened.took.as_secs_f64(),
         batches.load(Ordering::SeqCst),
     );
-    assert!(opened.entries > 0 && b_opened.entries > 0);
+    assert!(by_topic.entries > 0 && b_opened.entries > 0);
     drop(regions);
     drop((sidecar_a, sidecar_b));
     let _ = std::fs::remove_dir_all(&dir);
@@ -607,8 +680,9 @@ async fn the_checker_finds_a_replay_that_starts_at_the_wrong_entry() {
     let target = format!("unix://{}", socket.display());
     let model = Model::default();
     let regions: Vec<u64> = (1..=20).collect();
-    let datanode = Datanode::new('A', &target, false).await;
-    datanode.open(&model, &regions, true, true).await.unwrap();
+    let prefix = _sidecar.prefix.clone();
+    let datanode = Datanode::new('A', &target, &prefix, false).await;
+    datanode.open(&model, &regions, true, true, true).await.unwrap();
     let mut rng = 11;
     for _ in 0..20 {
         datanode.write_batch(&model, &regions, &mut rng).await.unwrap();
@@ -617,15 +691,23 @@ async fn the_checker_finds_a_replay_that_starts_at_the_wrong_entry() {
     datanode.write_batch(&model, &regions, &mut rng).await.unwrap();
 
     // Right, the checker passes; from the last acknowledged entry, it finds what is missing.
-    Datanode::new('A', &target, false).await.open(&model, &regions, true, false).await.unwrap();
-    let broken = Datanode::new('A', &target, true).await;
-    let failure = broken.open(&model, &regions, true, false).await.err();
+    let again = Datanode::new('A', &target, &prefix, false).await;
+    again.open(&model, &regions, true, false, true).await.unwrap();
+    let broken = Datanode::new('A', &target, &prefix, true).await;
+    let failure = broken.open(&model, &regions, true, false, true).await.err();
     let failure = failure.expect("a replay that starts late went unnoticed");
     assert!(failure.contains("missing from the replay"), "{failure}");
     // And an entry that was flushed, replayed again: a replay from before the checkpoint.
     let mut flushed = RegionModel::default();
     flushed.attempts.push((5, Expect::Must));
-    let entry = |n: u64| Entry { data: data_of(4, n).into(), ..Default::default() };
+    let entry = |n: u64| {
+        Entry::Naive(NaiveEntry {
+            provider: Provider::kafka_provider("t".into()),
+            region_id: RegionId::from_u64(4),
+            entry_id: n,
+            data: data_of(4, n),
+        })
+    };
     assert!(check(4, &flushed, &[entry(4), entry(5)]).unwrap_err().contains("flushed"));
     assert!(check(4, &flushed, &[entry(5), entry(5)]).unwrap_err().contains("after 5"));
     assert!(check(4, &flushed, &[entry(5)]).is_ok());

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use common::{unique_prefix, Walserver};
 use futures_util::StreamExt;
-use walclient::log_store::{entry_id_of, LogEntry, LogStore, LogStoreOptions};
+use walclient::greptime::{LogStore, Provider, RegionId, WalserverLogStore};
 use walclient::{
     AppendRequest, Bytes, Client, ClientOptions, Code, Entry, ReadItem, ReadManyOptions,
     ReadOptions, ReadStart,
@@ -108,32 +108,6 @@ async fn batches_of_several_namespaces() {
         assert_eq!(read.iter().map(|e| e.entry_id).collect::<Vec<_>>(), theirs);
     }
 
-    // The log store: the last id per namespace, and the same from its cached watermark.
-    let store = LogStore::new(client.clone(), LogStoreOptions::default());
-    let last = store
-        .append_batch(vec![
-            LogEntry::new(1, "1-4"),
-            LogEntry::new(3, "3-4"),
-            LogEntry::new(1, "1-5"),
-        ])
-        .await
-        .unwrap()
-        .last_entry_ids;
-    assert_eq!(last.len(), 2);
-    let tail_1 = client.read_all(1, 0).await.unwrap();
-    assert_eq!(datas(&tail_1[4..]), ["1-4", "1-5"]);
-    // The store's ids are walserver's plus one (see log_store::EntryId).
-    assert_eq!(last[&1], entry_id_of(tail_1.last().unwrap().entry_id));
-    let tail_3 = client.read_all(3, 0).await.unwrap();
-    assert_eq!(last[&3], entry_id_of(tail_3.last().unwrap().entry_id));
-    assert_eq!(store.latest_entry_id(1), last[&1]);
-    // Namespace 2 was not appended through the store: unknown to it, then an upper bound from
-    // walserver.
-    assert_eq!(store.latest_entry_id(2), 0);
-    assert!(store.refresh_latest_entry_id(2).await.unwrap() >= ids[10]);
-    assert_eq!(store.latest_entry_id(2), store.refresh_latest_entry_id(2).await.unwrap());
-    assert_eq!(store.list_namespaces().await.unwrap().len(), 3);
-
     // Replay of all three on one stream, plus one that does not exist.
     let mut replay = client.read_many(ReadManyOptions {
         namespaces: [1, 2, 3, 99]
@@ -159,9 +133,9 @@ async fn batches_of_several_namespaces() {
         }
     }
     assert_eq!(ends, HashMap::from([(1, 0), (2, 0), (3, 0), (99, Code::NotFound as i32)]));
-    assert_eq!(got[&1], ["1-0", "1-1", "1-2", "1-3", "1-4", "1-5"]);
-    assert_eq!(got[&2], ["2-0", "2-1", "2-2", "2-3"]);
-    assert_eq!(got[&3], ["3-0", "3-1", "3-2", "3-3", "3-4"]);
+    for ns in [1u64, 2, 3] {
+        assert_eq!(got[&ns], (0..4).map(|i| format!("{ns}-{i}")).collect::<Vec<_>>());
+    }
 
     // A namespace named twice is the caller's mistake.
     let twice = ReadManyOptions {
@@ -210,9 +184,11 @@ async fn truncate_and_obsolete() {
     assert_eq!(client.truncate(5, end + 1000).await.unwrap_err().code(), Code::OutOfRange);
     assert_eq!(client.truncate(0, 1).await.unwrap_err().code(), Code::InvalidArgument);
 
-    // obsolete(id): that entry and those before it go.
-    let store = LogStore::new(client.clone(), LogStoreOptions::default());
-    store.obsolete(5, entry_id_of(ids[3])).await.unwrap();
+    // The datanodes' obsolete(id): that entry and those before it go.
+    let store = WalserverLogStore::new(client.clone());
+    let namespace = client.get_namespace(5).await.unwrap();
+    let provider = Provider::kafka_provider(namespace.topic);
+    store.obsolete(&provider, RegionId::from_u64(5), ids[3]).await.unwrap();
     assert_eq!(datas(&client.read_all(5, 0).await.unwrap()), ["e"]);
     assert_eq!(client.get_namespace(5).await.unwrap().first_entry_id, ids[3] + 1);
 }
@@ -586,15 +562,19 @@ async fn tls() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_log_store_example_runs() {
+async fn the_greptime_example_runs() {
     let server = Walserver::start("example", &[]);
+    let topic = format!("{}_0", server.prefix);
     // cargo test builds the examples next to the test binaries' folder.
     let test_binary = std::env::current_exe().unwrap();
-    let example = test_binary.parent().unwrap().parent().unwrap().join("examples/log_store");
-    let output =
-        tokio::process::Command::new(&example).arg(&server.addr).output().await.unwrap_or_else(
-            |e| panic!("{}: {e} (plain `cargo test` builds the examples)", example.display()),
-        );
+    let example = test_binary.parent().unwrap().parent().unwrap().join("examples/greptime");
+    let output = tokio::process::Command::new(&example)
+        .args([&server.addr, &topic])
+        .output()
+        .await
+        .unwrap_or_else(|e| {
+            panic!("{}: {e} (plain `cargo test` builds the examples)", example.display())
+        });
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
         output.status.success(),
@@ -603,15 +583,15 @@ async fn the_log_store_example_runs() {
         String::from_utf8_lossy(&output.stderr)
     );
     for line in [
-        "region 1001: writer epoch 1",
-        "replay 1001: ",
+        "writer epoch 1",
+        "replay 4398046511104(1024, 0): ",
         "put cpu host=b 0.77",
-        "region 1001 after obsolete: 0 entries",
+        "after obsolete: 0 entries",
     ] {
         assert!(stdout.contains(line), "no {line:?} in:\n{stdout}");
     }
     let client = server.client().await;
-    assert_eq!(client.read_all(1002, 0).await.unwrap().len(), 1);
+    assert_eq!(client.read_all((1024 << 32) | 1, 0).await.unwrap().len(), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
