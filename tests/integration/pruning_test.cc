@@ -303,6 +303,25 @@ TEST_F(PruningTest, AnIdleNamespaceDoesNotHoldItsSlotBack) {
   ASSERT_TRUE(read.ok()) << read.status();
   ASSERT_EQ(read->size(), 1u);
   EXPECT_EQ(read->front().data(), "keep");
+  // So does a read of the whole slot from its start, below what was pruned.
+  ReadManyOptions whole;
+  whole.slot = ReadManyOptions::SlotStart{prefix_ + "_0", 0, 0};
+  std::vector<std::string> data;
+  std::map<uint64_t, int> codes;
+  ASSERT_TRUE(client
+                  ->ReadMany(
+                      whole,
+                      [&](v1::Entry& e) {
+                        data.push_back(e.data());
+                        return true;
+                      },
+                      [&](const v1::ReadEnd& end) {
+                        codes[end.namespace_id()] = end.code();
+                        return true;
+                      })
+                  .ok());
+  EXPECT_EQ(data, std::vector<std::string>{"keep"});
+  EXPECT_EQ(codes, (std::map<uint64_t, int>{{1, 0}, {2, 0}, {3, 0}}));
   ASSERT_TRUE(client->Append(1, {"again"}).ok());
   read = client->ReadAll(1);
   ASSERT_TRUE(read.ok()) << read.status();

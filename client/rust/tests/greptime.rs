@@ -307,3 +307,61 @@ async fn every_refusal_is_a_clear_error() {
     assert_eq!(read[&region], vec![(read[&region][0].0, vec![1])]);
     assert!(read_all(&store, p1, 0).await.is_empty());
 }
+
+/// Sets a topic's settings as an operator would (`tests/kafka/kafka.sh topic-config`).
+fn topic_config(topic: &str, settings: &str) {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/kafka/kafka.sh");
+    let brokers = std::env::var("WAL_TEST_BROKERS").unwrap();
+    let status = std::process::Command::new("bash")
+        .args([script, "topic-config", &brokers, topic, settings])
+        .status()
+        .unwrap();
+    assert!(status.success(), "kafka.sh topic-config {topic} {settings}: {status}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_over_entries_kafka_lost_is_data_loss_unless_the_region_obsoleted_them() {
+    let (server, providers) = start("gt_lost", 1);
+    let client = server.client().await;
+    let store = WalserverLogStore::new(client.clone());
+    let provider = &providers[0];
+    let topic = &provider.as_kafka_provider().unwrap().topic;
+    let (kept, flushed) = (RegionId::new(4, 0), RegionId::new(4, 1));
+    let mut batch = Vec::new();
+    for i in 0..2u8 {
+        batch.push(store.entry(vec![b'k', i], 0, kept, provider).unwrap());
+        batch.push(store.entry(vec![b'f', i], 0, flushed, provider).unwrap());
+    }
+    let written = store.append_batch(batch).await.unwrap();
+    store.obsolete(provider, flushed, written.last_entry_ids[&flushed]).await.unwrap();
+    // Kafka deletes every record by itself (retention set on the topic by hand).
+    let end = client.get_slot(topic, 0).await.unwrap().next_entry_id;
+    topic_config(topic, "retention.ms=1000");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while client.get_slot(topic, 0).await.unwrap().low_offset < end {
+        assert!(tokio::time::Instant::now() < deadline, "retention deleted nothing in 60 s");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    topic_config(topic, "retention.ms=-1");
+    let again = store.entry(b"k after".to_vec(), 0, kept, provider).unwrap();
+    let after = store.append_batch(vec![again]).await.unwrap().last_entry_ids[&kept];
+
+    // From 0: the region that never obsoleted its entries fails the read.
+    let mut read = store.read(provider, 0, None).await.unwrap();
+    let mut failure = None;
+    while let Some(batch) = read.next().await {
+        if let Err(error) = batch {
+            failure = Some(error);
+            break;
+        }
+    }
+    let failure = failure.expect("a read over lost entries went on");
+    assert_eq!(failure.code(), Code::DataLoss, "{failure}");
+    assert!(failure.message().contains(&format!("region {kept}")), "{failure}");
+    // From past the loss, the rest reads; the region that obsoleted all it had is not in the way.
+    let read = by_region(&read_all(&store, provider, after).await);
+    assert_eq!(read[&kept], vec![(after, b"k after".to_vec())]);
+    assert!(!read.contains_key(&flushed));
+    store.obsolete_all(provider, kept).await.unwrap();
+    assert!(read_all(&store, provider, 0).await.is_empty(), "only the obsoleted region is left");
+}
