@@ -457,8 +457,9 @@ absl::Status WalServer::StartHttpAndPruner(const ServerOptions& o) {
     core_->metrics().prune_logical = 1;
   } else {
     // Each namespace counts from its first readable entry, so an idle one does not pin its slot.
-    auto first_entries = [reader = &core_->reader()](const Slot& slot, Clock::time_point deadline) {
-      return reader->FirstEntriesOf(slot, deadline);
+    auto first_entries = [reader = &core_->reader()](const Slot& slot, int64_t end_at_least,
+                                                     Clock::time_point deadline) {
+      return reader->FirstEntriesOf(slot, end_at_least, deadline);
     };
     pruner_ = std::make_unique<Pruner>(&core_->meta(), core_->admin(), core_->slots(),
                                        o.prune_interval, mode, &core_->metrics(), first_entries);

@@ -107,6 +107,12 @@ class FirstEntrySink final : public ReadSink {
       const auto id = static_cast<int64_t>(e.entry_id());
       first = first ? std::min(*first, id) : id;
     }
+    // An entry still incomplete at the read's end (report_incomplete): needed from its start.
+    for (const v1::Gap& gap : response.gaps()) {
+      std::optional<int64_t>& first = firsts_[gap.namespace_id()];
+      const auto id = static_cast<int64_t>(gap.from_entry_id());
+      first = first ? std::min(*first, id) : id;
+    }
     for (const v1::ReadEnd& end : response.ends()) {
       firsts_.try_emplace(end.namespace_id());  // none, if no entry came
       if (end.code() != 0 && failed_.ok()) {
@@ -141,10 +147,13 @@ class FirstEntrySink final : public ReadSink {
 }  // namespace
 
 absl::StatusOr<EntryReader::FirstEntries> EntryReader::FirstEntriesOf(const Slot& slot,
-                                                                    Clock::time_point deadline) {
+                                                                      int64_t end_at_least,
+                                                                      Clock::time_point deadline) {
   auto sink = std::make_shared<FirstEntrySink>();
   ReadParams params;
   params.limit = 1;
+  params.report_incomplete = true;
+  params.slot_end_at_least = end_at_least;
   params.deadline = deadline;
   if (absl::Status s = StartSlot(slot, params, sink); !s.ok()) return s;
   return sink->Wait();
@@ -340,6 +349,7 @@ absl::StatusOr<std::shared_ptr<ReadMember>> EntryReader::MakeMember(
     const ReadParams& params, const std::shared_ptr<ReadSink>& sink, Clock::time_point stop_at,
     SlotsSeen* seen, std::shared_ptr<DeliveryBell> bell) {
   std::optional<NamespaceState> ns = meta_->Get(params.namespace_id);
+  if (!ns && params.slot_read) return nullptr;  // deleted since the slot's namespaces were listed
   if (!ns) {
     return absl::NotFoundError(absl::StrCat("namespace ", params.namespace_id,
                                             " not found; create it with CreateNamespace"));
@@ -376,7 +386,8 @@ absl::StatusOr<std::shared_ptr<ReadMember>> EntryReader::MakeMember(
     // in records gone, which the loss check below must see (DATA_LOSS, or a gap).
     if (start <= marks.low) start = first;
   }
-  if (start < first && params.from_first_if_truncated) start = first;
+  if (start < first && params.slot_read) start = first;
+  if (start > end && params.slot_read) return nullptr;
   if (start < first) {
     return absl::OutOfRangeError(absl::StrCat("start_entry_id ", start, " is below first_entry_id ",
                                               first, " of namespace ", params.namespace_id,
@@ -450,6 +461,13 @@ absl::Status EntryReader::RunSlot(const Slot& slot, const ReadParams& params,
   if (!marks.ok()) return marks.status();
   if (context_.options.slot_index) CheckIndex(slot, *marks, indexed_end, stop_at, &seen);
   seen.marks.emplace(slot, *marks);
+  if (marks->high < params.slot_end_at_least) {
+    return absl::UnavailableError(absl::StrCat("the end of ", slot.topic, "[", slot.partition,
+                                               "] was found at ", marks->high, ", below ",
+                                               params.slot_end_at_least,
+                                               " queried before (a leader that has not heard yet "
+                                               "that it was replaced); read again"));
+  }
   if (params.start_entry_id > static_cast<uint64_t>(marks->high)) {
     return absl::OutOfRangeError(absl::StrCat("start_entry_id ", params.start_entry_id,
                                               " is past the end ", marks->high, " of ", slot.topic,
@@ -457,9 +475,11 @@ absl::Status EntryReader::RunSlot(const Slot& slot, const ReadParams& params,
   }
   std::vector<ReadParams> reads;
   for (const NamespaceState& ns : meta_->InSlot(slot)) {
+    // Created (or truncated) past the end: nothing of it to read.
+    if (ns.first_entry_id() >= marks->high) continue;
     ReadParams read = params;
     read.namespace_id = ns.namespace_id;
-    read.from_first_if_truncated = true;
+    read.slot_read = true;
     reads.push_back(read);
   }
   return ServeMany(reads, stop_at, &seen, sink);
@@ -494,6 +514,10 @@ absl::Status EntryReader::ServeMany(const std::vector<ReadParams>& reads, Clock:
     if (!member.ok() || *member == nullptr) {
       AddEnd(params.namespace_id, member.ok() ? absl::OkStatus() : member.status(),
              /*caught_up=*/false, &ends);
+      // A slot of very many namespaces: its ends go in messages well under gRPC's limit.
+      if (ends.end_count() >= kMaxEndsPerMessage && !sink->Send(std::exchange(ends, ReadBatch()))) {
+        return absl::CancelledError("read cancelled");
+      }
       continue;
     }
     members.push_back(*std::move(member));

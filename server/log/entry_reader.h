@@ -75,12 +75,14 @@ class EntryReader : private ScanHost {
   // own, as StartMany. OUT_OF_RANGE for a start past the slot's end.
   absl::Status StartSlot(Slot slot, ReadParams params, std::shared_ptr<ReadSink> sink);
 
-  // Per namespace living in `slot` now: the id of its first readable entry, or nullopt when it
-  // has none up to the slot's end as the call began (nothing past what it truncated). Blocks;
-  // an error when any namespace's part failed. For the pruner: such a namespace needs none of
-  // the slot's records.
+  // Per namespace living in `slot` now: the id of its first readable entry (or of an entry
+  // still incomplete before it), or nullopt when it has none up to the slot's end as the call
+  // began, which is at least `end_at_least` (else UNAVAILABLE). Blocks; an error when any
+  // namespace's part failed. For the pruner: a namespace with none needs none of the slot's
+  // records below that end.
   using FirstEntries = std::map<uint64_t, std::optional<int64_t>>;
-  absl::StatusOr<FirstEntries> FirstEntriesOf(const Slot& slot, Clock::time_point deadline);
+  absl::StatusOr<FirstEntries> FirstEntriesOf(const Slot& slot, int64_t end_at_least,
+                                              Clock::time_point deadline);
 
   uint64_t records_skipped() const { return context_.records_skipped.load(); }
   // The slots' indexes, which the SlotIndexStore keeps in Kafka.

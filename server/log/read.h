@@ -54,9 +54,19 @@ struct ReadParams {
   bool follow = false;
   // Lost records and corrupt entries become Gaps in the stream instead of ending it.
   bool skip_lost = false;
-  // A start below the namespace's first entry reads from that entry, rather than OUT_OF_RANGE:
-  // a read of a whole slot skips what each of its namespaces truncated.
-  bool from_first_if_truncated = false;
+  // One namespace of a read of its whole slot (ReadMany's slot form): a start below the
+  // namespace's first entry reads from that entry rather than OUT_OF_RANGE (what it truncated is
+  // skipped), a start past the read's end (a truncation since the end was queried) reads
+  // nothing, and a namespace deleted before or during the read ends OK: the namespace is gone,
+  // not the read.
+  bool slot_read = false;
+  // For the pruner: an entry still incomplete when the read reaches its end (its last records
+  // may be on their way) comes as a Gap (REASON_UNSPECIFIED) from its first offset, rather than
+  // being dropped as a torn entry is.
+  bool report_incomplete = false;
+  // A slot read whose end is found below this fails UNAVAILABLE (the pruner's: it prunes up to
+  // an end it queried before, and must have read that far).
+  int64_t slot_end_at_least = 0;
   Clock::time_point deadline = Clock::time_point::max();
   // Bytes this read may have waiting for its client, and about how many entry bytes go in one
   // message; 0: ReaderOptions::read_queue_bytes and batch_bytes. The reads of one ReadMany go
@@ -105,6 +115,9 @@ struct ReaderOptions {
 // Bytes all the reads of one ReadMany may have waiting for its client together, and the
 // least share of it (a read's batches are half its share).
 inline constexpr size_t kReadManyQueueBytes = 64 << 20;
+// Ends of namespaces with nothing to read that one message of a ReadMany carries at most (a few
+// bytes each): a slot of very many namespaces stays far under gRPC's 4 MiB message limit.
+inline constexpr int kMaxEndsPerMessage = 50000;
 inline constexpr size_t kReadManyMinQueueBytes = 64 << 10;
 
 // Shared by the reads and scans of one EntryReader; outlives them all.

@@ -38,6 +38,7 @@ class ReadBatch {
   v1::ReadEnd* AddEnd() { return rest_.add_ends(); }
 
   size_t entry_count() const { return ids_.size(); }
+  int end_count() const { return rest_.ends_size(); }
   // The memory the entries take: their chunks, with what is left unused at the end of each (up
   // to about as much again as they hold, when entries do not fit what is left), and their ids
   // and offsets.

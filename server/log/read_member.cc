@@ -66,6 +66,7 @@ void ReadMember::OnIdle(int64_t position, bool at_end_of_partition,
   if (!kafka_error.ok()) last_error_ = kafka_error;
   if (at_end_of_partition) last_error_ = absl::OkStatus();
   if (position >= end_) {
+    if (params_.report_incomplete) ReportIncomplete();
     assembler_.Flush(&ready_);
     TakeReady();
     EndAtCorrupt();
@@ -105,7 +106,7 @@ void ReadMember::OnIdle(int64_t position, bool at_end_of_partition,
     std::optional<int64_t> truncated_before =
         context_->truncated_before(params_.namespace_id, ns_.meta_offset);
     if (!truncated_before) {
-      Finish(Deleted());
+      Finish(params_.slot_read ? absl::OkStatus() : Deleted());
       return;
     }
     truncated_before_ = std::max(truncated_before_, *truncated_before);
@@ -188,7 +189,9 @@ ReadMember::Step ReadMember::DeliverNext(const std::function<void()>& rejoin,
     lock.lock();
     cancelled_ = true;  // the scan drops the member at its next look
     cv_.notify_all();   // and a scan waiting for room (WaitForRoom) hears it now
-    *status = truncated_before ? absl::CancelledError("read cancelled") : Deleted();
+    *status = truncated_before    ? absl::CancelledError("read cancelled")
+              : params_.slot_read ? absl::OkStatus()
+                                  : Deleted();
     return Step::kDone;
   }
   if (done_) {
@@ -267,6 +270,17 @@ void ReadMember::AddGap(int64_t from, int64_t to, v1::Gap::Reason reason, std::s
   gap->set_message(std::move(message));
   context_->metrics->read_gaps += 1;
   Flush();  // the entries after the gap go in later messages
+}
+
+void ReadMember::ReportIncomplete() {
+  const std::optional<int64_t> oldest = assembler_.oldest_incomplete();
+  if (!oldest) return;
+  // Not AddGap: no gap the client sees, so not counted as one.
+  v1::Gap* gap = batch_.AddGap();
+  gap->set_namespace_id(params_.namespace_id);
+  gap->set_from_entry_id(static_cast<uint64_t>(*oldest));
+  gap->set_to_entry_id(static_cast<uint64_t>(*oldest + 1));
+  gap->set_message("incomplete at the read's end");
 }
 
 void ReadMember::OnLost(int64_t to, const absl::Status& loss) {

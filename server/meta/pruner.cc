@@ -57,10 +57,14 @@ void Pruner::Loop() {
 int64_t Pruner::NeededFrom(const Slot& slot, int64_t lowest, int64_t high,
                            Clock::time_point deadline) {
   if (!first_entries_) return lowest;
-  auto firsts = first_entries_(slot, deadline);
+  auto firsts = first_entries_(slot, high, deadline);
   if (!firsts.ok()) {
-    spdlog::debug("pruning {}[{}] from its lowest first entry id: {}", slot.topic, slot.partition,
-                  firsts.status().ToString());
+    if (!absl::IsCancelled(firsts.status()) && !stopping()) {
+      spdlog::warn(
+          "pruning {}[{}] only below its lowest first entry id: its namespaces' first entries "
+          "could not be read ({})",
+          slot.topic, slot.partition, firsts.status().ToString());
+    }
     return lowest;
   }
   int64_t needed = high;

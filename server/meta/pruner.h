@@ -4,13 +4,16 @@
 // Safety. The prune point of a slot is min(h, lowest first_entry_id of its live namespaces),
 // where h is the slot's end read *before* the namespace table is brought up to the end of the
 // metadata topic. With `first_entries` (a read of the slot, each namespace's first readable
-// entry), a namespace counts from that entry instead, and one with none up to the read's end (at
-// or past h) holds nothing back: an idle namespace that truncated all it had does not pin its
-// slot; entries it appends later lie at or past h. A namespace missing from that table was created after h was read, so all its
-// entries lie at or above h, even if its start_offset (read by its creator earlier) is below. The
-// point is recorded in the metadata topic before the deletion, so a read that finds records
-// missing below it knows they were pruned (and the namespace had nothing there), while records
-// missing above it are reported as DATA_LOSS.
+// entry, or the first offset of an entry still incomplete at the read's end, whose last records
+// may be on their way), a namespace counts from there instead, and one with nothing up to the
+// read's end (at or past h: a read that finds a lower end fails) holds nothing back: an idle
+// namespace that truncated all it had does not pin its slot; entries it appends later lie at
+// or past h. A namespace created, truncated or deleted meanwhile only raises what it needs. A
+// namespace missing from that table was created after h was read, so all its entries lie at or
+// above h, even if its start_offset (read by its creator earlier) is below. The point is recorded
+// in the metadata topic before the deletion, so a read that finds records missing below it knows
+// they were pruned (and the namespace had nothing there), while records missing above it are
+// reported as DATA_LOSS.
 #pragma once
 
 #include <atomic>
@@ -41,10 +44,11 @@ enum class PruneMode { kAuto, kDelete, kLogical };
 
 class Pruner {
  public:
-  // Per namespace of a slot: the id of its first readable entry; nullopt when it has none up to
-  // the slot's end as the call began (EntryReader::FirstEntriesOf).
+  // Per namespace of a slot: the id of its first readable entry (or of an entry still
+  // incomplete before it); nullopt when it has none up to the slot's end as the call began,
+  // which must be at least `end_at_least` (EntryReader::FirstEntriesOf).
   using FirstEntries = std::function<absl::StatusOr<std::map<uint64_t, std::optional<int64_t>>>(
-      const Slot&, Clock::time_point deadline)>;
+      const Slot&, int64_t end_at_least, Clock::time_point deadline)>;
 
   // Prunes `slots` every `interval` (with jitter) through `admin` (mode kAuto or kDelete).
   // Without `first_entries`, every namespace holds its slot back from its first_entry_id.

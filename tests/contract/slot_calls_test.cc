@@ -104,6 +104,12 @@ TEST_F(SlotCallsTest, AReadOfASlotGivesEveryNamespaceInItFromAnOffsetWithTheIdsA
   EXPECT_EQ(got.entries.count(43), 0u);
   EXPECT_EQ(got.ends.size(), 2u);
 
+  // A namespace with nothing below the end is left out, without an end.
+  ASSERT_TRUE(client_->CreateNamespace(45, topic_, 1).ok());
+  got = ReadSlot(*client_, topic_, 1, 0);
+  ASSERT_TRUE(got.status.ok()) << got.status;
+  EXPECT_EQ(got.ends.count(45), 0u);
+  EXPECT_EQ(got.ends.size(), 2u);
   // From the slot's end: nothing, OK.
   auto slot = client_->GetSlot(topic_, 1);
   ASSERT_TRUE(slot.ok()) << slot.status();

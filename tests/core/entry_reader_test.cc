@@ -260,6 +260,47 @@ TEST_F(Core, AReadHoldsBackABoundedAmountBehindAnIncompleteEntry) {
   EXPECT_EQ(got[0].data(), "before");
 }
 
+// What the pruner reads of a slot (EntryReader::FirstEntriesOf): each namespace's first entry
+// past what it truncated; for one whose next entry is still incomplete (its last records may be
+// on their way), that entry's first offset, never what completes after it; none for one with
+// nothing past its truncation point.
+TEST_F(Core, FirstEntriesCountAnEntryStillIncompleteAtTheReadsEnd) {
+  auto busy = Create(1);
+  ASSERT_TRUE(busy.ok()) << busy.status();
+  ASSERT_TRUE(Create(2).ok());  // in the other slot: the allocator's next round is 1's slot
+  auto idle = Create(3);
+  ASSERT_TRUE(idle.ok()) << idle.status();
+  ASSERT_EQ(idle->slot, busy->slot);
+  const Slot slot = busy->slot;
+  auto old = Append({AppendItem{slot, 1, "old", EntryStamp{0, 1, 1}},
+                     AppendItem{slot, 3, "gone", EntryStamp{0, 1, 1}}});
+  ASSERT_TRUE(old.ok()) << old.status();
+  for (uint64_t ns : {1, 3}) {
+    ASSERT_TRUE(meta_->Truncate(ns, static_cast<int64_t>((*old)[0]) + 1, Deadline()).ok());
+  }
+  const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count();
+  // The first record of a split entry of namespace 1, its others not (yet) written.
+  const auto split =
+      EncodeEntry(std::string(3000, 's'), 4242, kMaxRecordBytes, {}, {777, 888, now_ms});
+  ASSERT_GT(split.size(), 1u);
+  const absl::StatusOr<int64_t> split_at =
+      ProduceRaw(bootstrap(), slot.topic, slot.partition, EncodeKey(1), split[0]);
+  ASSERT_TRUE(split_at.ok()) << split_at.status();
+  ASSERT_TRUE(Append({AppendItem{slot, 1, "after", EntryStamp{0, 1, 2}}}).ok());
+
+  auto firsts = reader_->FirstEntriesOf(slot, 0, Deadline());
+  ASSERT_TRUE(firsts.ok()) << firsts.status();
+  EXPECT_EQ(*firsts, (EntryReader::FirstEntries{{1, *split_at}, {3, std::nullopt}}));
+  // A read that finds the slot's end below one queried before fails, rather than vouch for
+  // what it did not read.
+  auto marks = QueryWatermarks(core_->admin(), slot, Deadline());
+  ASSERT_TRUE(marks.ok()) << marks.status();
+  auto short_end = reader_->FirstEntriesOf(slot, marks->high + 10, Deadline());
+  EXPECT_TRUE(absl::IsUnavailable(short_end.status())) << short_end.status();
+}
+
 // gRPC's threads start the reads, and learn of the reader through gRPC's own synchronisation,
 // which ThreadSanitizer cannot see (tests/tsan.supp): the reader publishes what its constructor
 // set through its own lock, taken before a read starts. Here the reader's address reaches the
