@@ -134,12 +134,16 @@ impl WalserverLogStore {
     /// with the last clone of the store, or at `stop`.
     fn start_refresher(&self) {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
-        if self.shared.refresher_started.swap(true, Ordering::SeqCst) {
+        if self.shared.stopped.load(Ordering::SeqCst)
+            || self.shared.refresher_started.swap(true, Ordering::SeqCst)
+        {
             return;
         }
         let shared = Arc::downgrade(&self.shared);
         let store = self.without_shared();
         runtime.spawn(async move {
+            // Started again by the next call if this one ends (its runtime shut down).
+            let _restart = RestartOnExit(shared.clone());
             loop {
                 tokio::time::sleep(store.refresh_interval).await;
                 let Some(topics) = topics_of(&shared) else { return };
@@ -225,9 +229,13 @@ impl WalserverLogStore {
         self.shared.regions.lock().unwrap().remove(&region);
     }
 
-    /// Sends `entries` (checked and placed) in requests of at most max_request_bytes, one after
-    /// another; the ids in entry order.
-    async fn send(&self, entries: Vec<(RegionId, Vec<u8>)>) -> Result<Vec<EntryId>> {
+    /// Sends `entries` (checked and placed under `wanted`) in requests of at most
+    /// max_request_bytes, one after another; the ids in entry order.
+    async fn send(
+        &self,
+        entries: Vec<(RegionId, Vec<u8>)>,
+        wanted: &HashMap<RegionId, Arc<KafkaProvider>>,
+    ) -> Result<Vec<EntryId>> {
         let mut ids = Vec::with_capacity(entries.len());
         let mut request = AppendRequest::default();
         let mut bytes = 0;
@@ -242,11 +250,46 @@ impl WalserverLogStore {
             let full =
                 entries.peek().is_some_and(|(_, next)| bytes + next.len() > self.max_request_bytes);
             if full || entries.peek().is_none() {
-                ids.extend(self.client.append(std::mem::take(&mut request)).await?);
+                let request = std::mem::take(&mut request);
+                ids.extend(self.send_one(request, wanted).await?);
                 bytes = 0;
             }
         }
         Ok(ids)
+    }
+
+    /// One request; sent again once when a region of it was deleted (obsolete_all) since this
+    /// store placed it: placed again first. A refused request wrote nothing, and the requests
+    /// before it are not sent again.
+    async fn send_one(
+        &self,
+        request: AppendRequest,
+        wanted: &HashMap<RegionId, Arc<KafkaProvider>>,
+    ) -> Result<Vec<EntryId>> {
+        match self.client.append(request.clone()).await {
+            Err(status) if status.code() == Code::NotFound => {
+                let mut regions = HashMap::new();
+                for entry in &request.entries {
+                    let region = RegionId::from_u64(entry.namespace_id);
+                    self.forget(region);
+                    regions.insert(region, wanted[&region].clone());
+                }
+                self.place(&regions).await?;
+                Ok(self.client.append(request).await?)
+            }
+            other => Ok(other?),
+        }
+    }
+}
+
+/// Lets the next call start the refresher again once the running one ended.
+struct RestartOnExit(Weak<Shared>);
+
+impl Drop for RestartOnExit {
+    fn drop(&mut self) {
+        if let Some(shared) = self.0.upgrade() {
+            shared.refresher_started.store(false, Ordering::SeqCst);
+        }
     }
 }
 
@@ -293,6 +336,8 @@ impl LogStore for WalserverLogStore {
     type Error = Error;
 
     async fn stop(&self) -> Result<()> {
+        // The refresher ends at its next look; latest_entry_id then moves only with this
+        // store's own appends and reads.
         self.shared.stopped.store(true, Ordering::SeqCst);
         Ok(())
     }
@@ -330,20 +375,10 @@ impl LogStore for WalserverLogStore {
         }
         self.place(&wanted).await?;
         self.start_refresher();
-        let ids = match self.send(checked.clone()).await {
-            // Deleted (obsolete_all) since this store placed it: placed again, and sent again
-            // (a refused request wrote nothing).
-            Err(error) if error.code() == Code::NotFound => {
-                for region in wanted.keys() {
-                    self.forget(*region);
-                }
-                self.place(&wanted).await?;
-                self.send(checked.clone()).await?
-            }
-            other => other?,
-        };
+        let regions: Vec<RegionId> = checked.iter().map(|(region, _)| *region).collect();
+        let ids = self.send(checked, &wanted).await?;
         let mut last_entry_ids = HashMap::new();
-        for (((region, _), id), kafka) in checked.iter().zip(ids).zip(topics) {
+        for ((region, id), kafka) in regions.iter().zip(ids).zip(topics) {
             let last = last_entry_ids.entry(*region).or_insert(id);
             *last = (*last).max(id);
             self.note_latest(&kafka.topic, id);
@@ -477,7 +512,10 @@ impl LogStore for WalserverLogStore {
         if let Some(id) = self.known_latest(&kafka.topic) {
             return Ok(id);
         }
-        // Not known yet: asked now in the background, and kept fresh from then on.
+        // Not known yet: 0 until walserver answers, asked now in the background (once), and
+        // kept fresh from then on.
+        self.note_latest(&kafka.topic, 0);
+        self.start_refresher();
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             let store = self.clone();
             let provider = provider.clone();
