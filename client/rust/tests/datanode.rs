@@ -615,10 +615,15 @@ async fn a_datanode_of_1000_regions_through_crashes_and_a_migration() {
     stop_writers(&stop, writers).await;
     stop_writers(&stop_b, writers_b).await;
 
-    // Regions dropped by A, once it no longer writes them; twice, as a retried drop does.
+    // Regions dropped by A, once it no longer writes them, as the region engine drops one: its
+    // entries obsoleted up to its last, then the region; twice, as a retried drop does.
     let dropped: Vec<u64> = (991..=1000).collect();
     led_by_a.lock().unwrap().retain(|r| !dropped.contains(r));
     for region in &dropped {
+        let last = model.regions.lock().unwrap()[region].last_acked;
+        if let Some((id, _)) = last {
+            a.store.obsolete(&a.provider(*region), RegionId::from_u64(*region), id).await.unwrap();
+        }
         for _ in 0..2 {
             a.store.obsolete_all(&a.provider(*region), RegionId::from_u64(*region)).await.unwrap();
         }

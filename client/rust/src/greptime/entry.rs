@@ -185,3 +185,41 @@ impl fmt::Display for Entry {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parts(headers: Vec<MultiplePartHeader>) -> Entry {
+        let parts = (0..headers.len() as u8).map(|i| vec![i; 3]).collect();
+        Entry::MultiplePart(MultiplePartEntry {
+            provider: Provider::kafka_provider("my_topic".into()),
+            region_id: RegionId::new(1, 1),
+            entry_id: 1,
+            headers,
+            parts,
+        })
+    }
+
+    #[test]
+    fn an_entry_in_parts_is_complete_with_its_first_and_last_and_joins_them() {
+        use MultiplePartHeader::{First, Last, Middle};
+        let whole = parts(vec![First, Middle(1), Last]);
+        assert!(whole.is_complete());
+        assert_eq!(whole.region_id(), RegionId::new(1, 1));
+        assert!(!parts(vec![First, Middle(1)]).is_complete());
+        assert!(!parts(vec![Middle(1), Last]).is_complete());
+        let size = whole.estimated_size();
+        assert_eq!(
+            size,
+            std::mem::size_of::<MultiplePartEntry>()
+                + 9
+                + 3 * std::mem::size_of::<MultiplePartHeader>()
+        );
+        let mut renumbered = whole.clone();
+        renumbered.set_entry_id(7);
+        assert_eq!(renumbered.entry_id(), 7);
+        assert!(whole.clone().into_naive_entry().is_none());
+        assert_eq!(whole.into_bytes(), vec![0, 0, 0, 1, 1, 1, 2, 2, 2]);
+    }
+}

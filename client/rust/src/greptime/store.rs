@@ -526,3 +526,28 @@ impl LogStore for WalserverLogStore {
         Ok(0)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ClientOptions;
+
+    #[tokio::test]
+    async fn entry_builds_a_whole_entry_of_a_kafka_provider() {
+        // As their log store's test_build_naive_entry; a lazy client needs no server.
+        let client = Client::connect(ClientOptions::new("127.0.0.1:1")).await.unwrap();
+        let store = WalserverLogStore::new(client).with_max_entry_bytes(100);
+        let provider = Provider::kafka_provider("my_topic".into());
+        let region = RegionId::new(1, 1);
+        let entry = store.entry(vec![1; 100], 1, region, &provider).unwrap();
+        let want = NaiveEntry {
+            provider: provider.clone(),
+            region_id: region,
+            entry_id: 1,
+            data: vec![1; 100],
+        };
+        assert_eq!(entry.into_naive_entry(), Some(want));
+        let over = store.entry(vec![1; 101], 1, region, &provider).unwrap_err();
+        assert_eq!(over.code(), Code::InvalidArgument, "{over}");
+    }
+}
