@@ -18,8 +18,10 @@ export CARGO_TARGET_DIR=$target_dir/minimal-versions
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 # build.rs reads ../../proto: the copy keeps the layout.
-mkdir -p "$scratch/client"
+mkdir -p "$scratch/client" "$scratch/tests"
 cp -r proto "$scratch/proto"
+# A test changes a topic's settings through tests/kafka/kafka.sh, found beside the crate.
+cp -r tests/kafka "$scratch/tests/kafka"
 mkdir "$scratch/client/rust"
 (cd client/rust && cp -r Cargo.toml build.rs rustfmt.toml src tests examples "$scratch/client/rust/")
 crate=$scratch/client/rust

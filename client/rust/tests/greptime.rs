@@ -366,3 +366,40 @@ async fn a_read_over_entries_kafka_lost_is_data_loss_unless_the_region_obsoleted
     store.obsolete_all(provider, kept).await.unwrap();
     assert!(read_all(&store, provider, 0).await.is_empty(), "only the obsoleted region is left");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_whose_answer_was_lost_is_written_once_with_the_ids_reads_give() {
+    let (server, providers) = start("gt_retry", 1);
+    let provider = &providers[0];
+    let proxy = common::Proxy::start(&server.addr).await;
+    let options = walclient::ClientOptions {
+        target: proxy.addr.clone(),
+        retry_backoff: Duration::from_millis(50),
+        ..server.options()
+    };
+    let store = WalserverLogStore::new(walclient::Client::connect(options).await.unwrap());
+    let (a, b) = (RegionId::new(2, 0), RegionId::new(2, 1));
+    let batch = |data: &[u8]| {
+        vec![
+            store.entry(data.to_vec(), 0, a, provider).unwrap(),
+            store.entry(data.to_vec(), 0, b, provider).unwrap(),
+        ]
+    };
+    store.append_batch(batch(b"before")).await.unwrap(); // places both regions
+                                                         // The batch reaches walserver, which writes it, but its answer is lost and the connection
+                                                         // breaks: the client sends it again, saying it is a retry.
+    proxy.start_losing_answers();
+    let appending = tokio::spawn({
+        let (store, entries) = (store.clone(), batch(b"once"));
+        async move { store.append_batch(entries).await }
+    });
+    proxy.lose_answers_for(Duration::from_millis(1500)).await;
+    let written = appending.await.unwrap().expect("the retried batch succeeds");
+    let read = by_region(&read_all(&store, provider, 0).await);
+    for region in [a, b] {
+        let once: Vec<&(EntryId, Vec<u8>)> =
+            read[&region].iter().filter(|(_, data)| data == b"once").collect();
+        assert_eq!(once.len(), 1, "region {region}: {:?}", read[&region]);
+        assert_eq!(once[0].0, written.last_entry_ids[&region], "the id reads give");
+    }
+}
