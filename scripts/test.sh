@@ -194,9 +194,11 @@ other_kafka_versions() {
       export WAL_TEST_BROKERS=$KAFKA_BOOTSTRAP WAL_TEST_SASL_BROKERS=$KAFKA_SASL_BOOTSTRAP
       export WAL_TEST_KAFKA_DATA_DIR=$KAFKA_DATA_DIR
       (cd "${BUILD_DIR:-build}" && ctest --output-on-failure -j2 -R '^integration_contract_test[.]')
-      # The datanode workload (20 s) ran on the suite's broker.
+      # The datanode workload (30 s) ran on the suite's broker, and so did the test of entries
+      # Kafka lost, which sets a topic's retention with the broker's own ConfigCommand: Kafka 4.4
+      # moved it out of the jars kafka.sh fetches.
       (cd client/rust && WALSERVER=$walserver_binary cargo test --offline --locked -- --test-threads=2 \
-        --skip a_datanode_of_1000_regions)
+        --skip a_datanode_of_1000_regions --skip a_read_over_entries_kafka_lost)
     )
   done
 }

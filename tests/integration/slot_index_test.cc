@@ -508,6 +508,9 @@ void SlotIndexTest::MakeTheTopicAgainAndRead(bool restart) {
   ASSERT_TRUE(old_id.ok()) << old_id.status();
   ASSERT_NE(*old_id, TopicId{}) << "a Kafka with topic ids";
 
+  // Counted from here: the indexed walserver's pruner reads the slot too (a read of each
+  // namespace's first entry), and may be the read that finds the topic made again.
+  const uint64_t drops_before = restart ? 0 : indexed_->metrics().read_index_drops.load();
   if (restart) indexed_.reset();  // saves the old log's index
   ASSERT_NO_FATAL_FAILURE(DeleteTopic(admin_.get(), topic));
   ASSERT_TRUE(writer_->Restart().ok()) << "the writer sidecar makes its topics again";
@@ -532,7 +535,6 @@ void SlotIndexTest::MakeTheTopicAgainAndRead(bool restart) {
     ASSERT_NO_FATAL_FAILURE(StartIndexed());
     ASSERT_EQ(indexed_->metrics().read_index_restores.load(), 1u) << "the old log's index";
   }
-  const uint64_t drops_before = indexed_->metrics().read_index_drops.load();
 
   const ReadResult got = ReadThrough(indexed, small);
   ASSERT_EQ(got.code, absl::StatusCode::kOk);
