@@ -63,4 +63,18 @@ absl::StatusOr<ReadParams> ReadParamsFrom(const v1::ReadRequest& read, bool foll
   return params;
 }
 
+absl::StatusOr<ReadParams> SlotReadParamsFrom(const v1::ReadManyRequest& request,
+                                              Clock::time_point deadline) {
+  if (request.reads_size() > 0 || request.follow()) {
+    return absl::InvalidArgumentError(
+        "a ReadMany of a slot takes neither reads nor follow: it reads every namespace of the "
+        "slot up to the slot's end as the read began");
+  }
+  ReadParams params;
+  params.start_entry_id = request.slot().start_entry_id();
+  params.skip_lost = request.slot().skip_lost();
+  params.deadline = deadline;
+  return params;
+}
+
 }  // namespace wal

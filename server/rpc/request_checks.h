@@ -30,5 +30,9 @@ absl::Status NotFound(uint64_t namespace_id);
 // call's (a ReadMany's reads share it).
 absl::StatusOr<ReadParams> ReadParamsFrom(const v1::ReadRequest& read, bool follow,
                                           Clock::time_point deadline, absl::string_view field = "");
+// A ReadMany of a whole slot (its `slot`, which the caller checks is one of walserver's): the
+// read's parameters, shared by the slot's namespaces; INVALID_ARGUMENT with reads or follow.
+absl::StatusOr<ReadParams> SlotReadParamsFrom(const v1::ReadManyRequest& request,
+                                              Clock::time_point deadline);
 
 }  // namespace wal

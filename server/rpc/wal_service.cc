@@ -400,7 +400,10 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* WalServiceImpl::ReadMany(
   if (status.ok()) status = ParseRequest(raw, &parsed);
   const v1::ReadManyRequest* request = &parsed;
   if (status.ok() && request->has_slot()) {
-    status = StartSlotRead(*request, SteadyDeadline(*ctx), reactor->sink());
+    const Slot slot{request->slot().topic(), request->slot().partition()};
+    absl::StatusOr<ReadParams> params = SlotReadParamsFrom(*request, SteadyDeadline(*ctx));
+    status = params.ok() ? meta_->CheckOurSlot(slot) : params.status();
+    if (status.ok()) status = reader_->StartSlot(slot, *params, reactor->sink());
     if (!status.ok()) reactor->Finish(ToGrpcStatus(status));
     return reactor;
   }
@@ -427,26 +430,6 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* WalServiceImpl::ReadMany(
   if (status.ok()) status = reader_->StartMany(std::move(reads), reactor->sink());
   if (!status.ok()) reactor->Finish(ToGrpcStatus(status));
   return reactor;
-}
-
-absl::Status WalServiceImpl::StartSlotRead(const v1::ReadManyRequest& request,
-                                           Clock::time_point deadline,
-                                           std::shared_ptr<ReadSink> sink) {
-  const v1::SlotRead& read = request.slot();
-  if (request.reads_size() > 0 || request.follow()) {
-    return absl::InvalidArgumentError(
-        "a ReadMany of a slot takes neither reads nor follow: it reads every namespace of the "
-        "slot up to the slot's end as the read began");
-  }
-  const Slot slot{read.topic(), read.partition()};
-  if (absl::Status s = meta_->CheckOurSlot(slot); !s.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("slot: ", s.message()));
-  }
-  ReadParams params;
-  params.start_entry_id = read.start_entry_id();
-  params.skip_lost = read.skip_lost();
-  params.deadline = deadline;
-  return reader_->StartSlot(slot, params, std::move(sink));
 }
 
 }  // namespace wal

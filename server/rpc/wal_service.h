@@ -141,9 +141,6 @@ class WalServiceImpl final : public WalServiceBase {
   void WriteNotFound(Clock::time_point arrived, Clock::time_point deadline,
                      const v1::AppendRequest& request, absl::StatusOr<RetriedEntries::Found> found,
                      std::shared_ptr<RetriedEntries::Claim> claim, AppendDone done);
-  // Checks a ReadMany of a whole slot and starts it.
-  absl::Status StartSlotRead(const v1::ReadManyRequest& request, Clock::time_point deadline,
-                             std::shared_ptr<ReadSink> sink);
   // Runs `work` on the admin pool and finishes the call with its status.
   grpc::ServerUnaryReactor* Defer(grpc::CallbackServerContext* ctx,
                                   std::function<absl::Status(Clock::time_point)> work);
