@@ -104,9 +104,16 @@ impl Walserver {
         self.child.id()
     }
 
-    /// Freezes the process (SIGSTOP): connections stay open, nothing is answered.
+    /// Freezes the process (SIGSTOP): connections stay open, nothing is answered. Returns once
+    /// every thread of it is stopped: the signal takes effect a moment after kill returns, and a
+    /// call sent in that moment was once answered.
     pub fn pause(&self) {
         assert!(signal(self.pid(), "-STOP"), "kill -STOP failed");
+        let started = Instant::now();
+        while !all_threads_stopped(self.pid()) {
+            assert!(started.elapsed() < Duration::from_secs(10), "walserver did not stop");
+            std::thread::sleep(Duration::from_millis(1));
+        }
     }
 
     pub fn resume(&self) {
@@ -136,6 +143,17 @@ impl Walserver {
             .parse()
             .unwrap()
     }
+}
+
+/// Whether every thread of `pid` is stopped (state T or t in /proc).
+fn all_threads_stopped(pid: u32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return false };
+    tasks.flatten().all(|task| {
+        let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
+        // The state follows the command name, which is in parentheses and may hold spaces.
+        let state = stat.rsplit_once(") ").and_then(|(_, rest)| rest.chars().next());
+        matches!(state, Some('T') | Some('t'))
+    })
 }
 
 fn signal(pid: u32, which: &str) -> bool {
