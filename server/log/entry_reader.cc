@@ -107,7 +107,7 @@ class FirstEntrySink final : public ReadSink {
       const auto id = static_cast<int64_t>(e.entry_id());
       first = first ? std::min(*first, id) : id;
     }
-    // An entry still incomplete at the read's end (report_incomplete): needed from its start.
+    // An entry still incomplete at the read's end (ReadParams::for_pruner): needed from its start.
     for (const v1::Gap& gap : response.gaps()) {
       std::optional<int64_t>& first = firsts_[gap.namespace_id()];
       const auto id = static_cast<int64_t>(gap.from_entry_id());
@@ -152,7 +152,7 @@ absl::StatusOr<EntryReader::FirstEntries> EntryReader::FirstEntriesOf(const Slot
   auto sink = std::make_shared<FirstEntrySink>();
   ReadParams params;
   params.limit = 1;
-  params.report_incomplete = true;
+  params.for_pruner = true;
   params.slot_end_at_least = end_at_least;
   params.deadline = deadline;
   if (absl::Status s = StartSlot(slot, params, sink); !s.ok()) return s;

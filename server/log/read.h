@@ -60,10 +60,13 @@ struct ReadParams {
   // nothing, and a namespace deleted before or during the read ends OK: the namespace is gone,
   // not the read.
   bool slot_read = false;
-  // For the pruner: an entry still incomplete when the read reaches its end (its last records
-  // may be on their way) comes as a Gap (REASON_UNSPECIFIED) from its first offset, rather than
-  // being dropped as a torn entry is.
-  bool report_incomplete = false;
+  // The pruner's read (EntryReader::FirstEntriesOf), which must never report a namespace as
+  // needing less than it does: an entry still incomplete when the read reaches its end (its last
+  // records may be on their way) comes as a Gap (REASON_UNSPECIFIED) from its first offset,
+  // rather than being dropped as a torn entry is; and an entry found comes even when truncated
+  // between the scan and the delivery (dropped then, it would have spent a limit of 1 and left
+  // the namespace with no entry at all).
+  bool for_pruner = false;
   // A slot read whose end is found below this fails UNAVAILABLE (the pruner's: it prunes up to
   // an end it queried before, and must have read that far).
   int64_t slot_end_at_least = 0;

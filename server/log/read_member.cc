@@ -66,7 +66,7 @@ void ReadMember::OnIdle(int64_t position, bool at_end_of_partition,
   if (!kafka_error.ok()) last_error_ = kafka_error;
   if (at_end_of_partition) last_error_ = absl::OkStatus();
   if (position >= end_) {
-    if (params_.report_incomplete) ReportIncomplete();
+    if (params_.for_pruner) ReportIncomplete();
     assembler_.Flush(&ready_);
     TakeReady();
     EndAtCorrupt();
@@ -177,13 +177,14 @@ ReadMember::Step ReadMember::DeliverNext(const std::function<void()>& rejoin,
     last_progress_ = Clock::now().time_since_epoch().count();
     cv_.notify_all();  // a scan may wait for room (WaitForRoom)
     lock.unlock();
-    // A truncation since the batch was read applies to it. A deletion (also when the namespace
-    // was created again since) ends the read: nothing more of its incarnation is delivered, and
-    // the client hears why rather than miss the rest silently.
+    // A truncation since the batch was read applies to it (not to the pruner's, ReadParams::
+    // for_pruner). A deletion (also when the namespace was created again since) ends the read:
+    // nothing more of its incarnation is delivered, and the client hears why rather than miss
+    // the rest silently.
     const std::optional<int64_t> truncated_before =
         context_->truncated_before(params_.namespace_id, ns_.meta_offset);
-    if (truncated_before &&
-        (DropTruncated(*truncated_before, &batch) || sink_->Send(std::move(batch)))) {
+    if (truncated_before && ((!params_.for_pruner && DropTruncated(*truncated_before, &batch)) ||
+                             sink_->Send(std::move(batch)))) {
       return Step::kProgress;
     }
     lock.lock();

@@ -121,7 +121,7 @@ class ReadMember {
   void OnDamaged(const absl::Status& damage);
   // Adds a gap after the entries taken so far and queues them (skip_lost).
   void AddGap(int64_t from, int64_t to, v1::Gap::Reason reason, std::string message);
-  // ReadParams::report_incomplete: the oldest incomplete entry at the read's end, as a gap.
+  // ReadParams::for_pruner: the oldest incomplete entry at the read's end, as a gap.
   void ReportIncomplete();
   // Takes the member off its scan (scan thread, which must not touch it afterwards).
   void Detach();

@@ -529,6 +529,40 @@ TEST_F(SlotScanTest, PrunedRecordsAreSkippedWithoutAnError) {
   EXPECT_EQ(sink->data(), (std::vector<std::string>{"one 5", "one 6", "one 7", "one 8", "one 9"}));
 }
 
+// The pruner's read of a slot takes one entry of each namespace (EntryReader::FirstEntriesOf).
+// A truncation between the scan and the delivery used to drop that entry at delivery: the
+// namespace came out with none, pinned nothing, and its entries past the truncation point were
+// pruned (seen in PruningTest.RandomOperations under AddressSanitizer). The entry found comes as
+// found: the namespace counts from it, which is at or below what it still needs.
+TEST_F(SlotScanTest, APrunersReadDeliversTheEntryItFoundEvenIfTruncatedBeforeDelivery) {
+  const uint64_t found = Append(1, "found");
+  Append(1, "still needed");
+  ReadParams params;
+  params.namespace_id = 1;
+  params.limit = 1;
+  params.slot_read = true;
+  params.for_pruner = true;
+  NamespaceState state;
+  state.namespace_id = 1;
+  state.slot = slot_;
+  auto sink = std::make_shared<RecordingSink>();
+  auto member = std::make_shared<ReadMember>(&context_, params, sink, state, 0,
+                                             static_cast<int64_t>(host_.records.size()),
+                                             Clock::now() + seconds(20));
+  RunScan({member});
+  const auto give_up = Clock::now() + seconds(10);
+  while (host_.scans_ended.load() == 0 && Clock::now() < give_up) {
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  ASSERT_EQ(host_.scans_ended.load(), 1) << "the scan never ended";
+  // Truncated past the entry found, after the scan queued it and before it is delivered.
+  context_.truncated_before = [found](uint64_t, int64_t) {
+    return std::optional<int64_t>(static_cast<int64_t>(found) + 1);
+  };
+  EXPECT_EQ(member->Deliver([] {}), absl::OkStatus());
+  EXPECT_EQ(sink->ids(), std::vector<uint64_t>{found});
+}
+
 // A slot as writers leave it: namespaces in bursts and trickles, entries split into records
 // that interleave with other namespaces' records, retried copies, fences of a new epoch, and
 // records walserver did not write. With `packed`, runs of whole entries and fences of different
