@@ -110,6 +110,10 @@ void EntryAssembler::Complete(int64_t first_offset, const RecordHeader& header, 
     Release(out);
     return;
   }
+  if (first_offset < floor_) {  // not wanted, and no stand-in for a later copy
+    Release(out);
+    return;
+  }
   AssembledEntry entry{static_cast<uint64_t>(first_offset),
                        std::move(data),
                        lent,
@@ -185,6 +189,7 @@ void EntryAssembler::Release(std::vector<AssembledEntry>* out) {
   while (!ready_.empty() && ready_.begin()->first < oldest_partial) {
     auto node = ready_.extract(ready_.begin());
     ready_bytes_ -= node.mapped().data.size();
+    if (node.key() < floor_) continue;  // below a floor raised while it waited
     if (!seen_.Add(node.mapped().stamp.writer_id, node.mapped().stamp.sequence)) {
       ++duplicates_;
       continue;

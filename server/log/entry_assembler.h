@@ -12,6 +12,7 @@
 // bounds what it holds back with held_bytes() instead (log/read_member.cc).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -65,6 +66,11 @@ class EntryAssembler {
   // once, into the message to its client (log/read_batch.h).
   void LendRecords() { lend_records_ = true; }
 
+  // Entries whose id is below `floor` are not wanted (a truncation its reader learned of): they
+  // are dropped before retried copies are matched, so that such a copy does not hide its later
+  // copy at or past the floor as a duplicate. Only ever raised.
+  void RaiseFloor(int64_t floor) { floor_ = std::max(floor_, floor); }
+
   // Feeds the record at `offset`; appends the entries that became ready to `out`.
   void Add(int64_t offset, std::string_view value, std::vector<AssembledEntry>* out);
   // Gives up on incomplete entries (the end of the range was reached) and hands out the rest.
@@ -116,6 +122,7 @@ class EntryAssembler {
   uint64_t min_epoch_;
   int64_t torn_after_ms_;
   bool lend_records_ = false;
+  int64_t floor_ = 0;                        // see RaiseFloor
   std::map<uint64_t, Partial> partials_;     // by nonce
   std::map<int64_t, AssembledEntry> ready_;  // complete, held back; by entry id
   SeenSequences seen_;                       // of the entries handed out

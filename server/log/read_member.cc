@@ -30,6 +30,7 @@ ReadMember::ReadMember(ReadContext* context, const ReadParams& params,
       batch_limit_(params.batch_bytes != 0 ? params.batch_bytes : context->options.batch_bytes) {
   // OnRecord takes every entry Add hands out before the record goes (TakeReady).
   assembler_.LendRecords();
+  assembler_.RaiseFloor(truncated_before_);
 }
 
 ReadMember::~ReadMember() {
@@ -110,6 +111,7 @@ void ReadMember::OnIdle(int64_t position, bool at_end_of_partition,
       return;
     }
     truncated_before_ = std::max(truncated_before_, *truncated_before);
+    assembler_.RaiseFloor(truncated_before_);
   }
 }
 

@@ -563,6 +563,38 @@ TEST_F(SlotScanTest, APrunersReadDeliversTheEntryItFoundEvenIfTruncatedBeforeDel
   EXPECT_EQ(sink->ids(), std::vector<uint64_t>{found});
 }
 
+// A retried entry landed twice (its first copy was still on its way through another walserver
+// when the retry looked, log/retried_entries.h), and its namespace was truncated between the
+// copies, to the id the retry answered. The read delivers the copy past the cut, as a read from
+// the cut would. The cut used to apply after the copies were matched: the first copy, below it,
+// hid the second as its duplicate and was then dropped itself, and the pruner's read of the slot
+// reported the namespace without the entry.
+TEST_F(SlotScanTest, ATruncationBetweenTwoCopiesOfARetriedEntryKeepsTheCopyPastIt) {
+  const EntryStamp stamp{1, 7, 1};
+  const auto copy = [&] {
+    host_.records.push_back({EncodeKey(1), EncodeEntry("retried", ++nonce_, 1 << 20, stamp)[0]});
+    return host_.records.size() - 1;
+  };
+  copy();
+  Append(2, "another namespace's");
+  const uint64_t second = copy();
+  const uint64_t after = Append(1, "after");
+  ReadParams params;
+  params.namespace_id = 1;
+  // Read from the start with the cut at the second copy: what a truncation found mid-read leaves.
+  NamespaceState state;
+  state.namespace_id = 1;
+  state.slot = slot_;
+  state.truncated_before = static_cast<int64_t>(second);
+  auto sink = std::make_shared<RecordingSink>();
+  auto member = std::make_shared<ReadMember>(&context_, params, sink, state, 0,
+                                             static_cast<int64_t>(host_.records.size()),
+                                             Clock::now() + seconds(20));
+  RunScan({member});
+  EXPECT_EQ(member->Deliver([] {}), absl::OkStatus());
+  EXPECT_EQ(sink->ids(), (std::vector<uint64_t>{second, after}));
+}
+
 // A slot as writers leave it: namespaces in bursts and trickles, entries split into records
 // that interleave with other namespaces' records, retried copies, fences of a new epoch, and
 // records walserver did not write. With `packed`, runs of whole entries and fences of different
