@@ -1,5 +1,6 @@
 #include "server/meta/pruner.h"
 
+#include <algorithm>
 #include <random>
 #include <string>
 
@@ -119,8 +120,10 @@ absl::Status Pruner::RunOnce() {
         continue;
       }
     }
-    // Also finishes a deletion an earlier round recorded but did not complete.
-    point = meta_->PrunedBefore(slot);
+    // Up to this round's point only, recorded now or before (finishing a deletion an earlier
+    // round recorded but did not complete): a point recorded higher may be another topic's,
+    // one of the slot's name deleted and made again since, whose namespaces needed none of it.
+    point = std::min(point, meta_->PrunedBefore(slot));
     if (point <= marks[i]->low) continue;
     auto low = DeleteRecordsBefore(admin_, slot, point, step_deadline());
     if (!low.ok() && absl::IsFailedPrecondition(low.status())) {

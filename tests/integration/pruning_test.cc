@@ -330,6 +330,48 @@ TEST_F(PruningTest, AnIdleNamespaceDoesNotHoldItsSlotBack) {
   EXPECT_EQ(read->front().data(), "again");
 }
 
+// The slot's topic deleted and made again, with a prune point recorded for the old topic past
+// what the new one's namespaces need: the new topic is pruned up to its own namespaces' point
+// only. Deleting up to the old point would take the new namespaces' entries, and reads would
+// take their records missing below that point as pruned.
+TEST_F(PruningTest, ATopicMadeAgainIsNotPrunedUpToTheOldTopicsPoint) {
+  auto server = StartServer("remade", 100);
+  ASSERT_NE(server, nullptr);
+  auto client = Connect(server->address());
+  ASSERT_TRUE(client->CreateNamespace(1).ok());
+  ASSERT_TRUE(client->Append(1, std::vector<std::string>(40, "old")).ok());
+  const uint64_t old_point = client->GetNamespace(1)->next_entry_id();
+  ASSERT_TRUE(client->Truncate(1, old_point).ok());
+  auto deadline = Clock::now() + seconds(30);
+  while (Marks().low < static_cast<int64_t>(old_point) && Clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+  ASSERT_EQ(Marks().low, static_cast<int64_t>(old_point)) << "the old topic was not pruned";
+
+  ASSERT_NO_FATAL_FAILURE(DeleteTopic(admin_.get(), prefix_ + "_0"));
+  ASSERT_TRUE(server->Restart().ok()) << "walserver makes its topics again as it starts";
+  client = Connect(server->address());
+  ASSERT_TRUE(client->CreateNamespace(2).ok());
+  std::vector<std::string> data;
+  for (int i = 0; i < 60; ++i) data.push_back(absl::StrCat("new ", i));
+  auto ids = client->Append(2, data);
+  ASSERT_TRUE(ids.ok()) << ids.status();
+  ASSERT_GT(ids->back(), old_point) << "the new topic must reach past the old point";
+  // 2 truncates its first 5 entries: pruned up to its 6th, and no further.
+  const int64_t want = static_cast<int64_t>((*ids)[5]);
+  ASSERT_TRUE(client->Truncate(2, (*ids)[5]).ok());
+  deadline = Clock::now() + seconds(30);
+  while (Marks().low < want && Clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+  EXPECT_EQ(Marks().low, want);
+  auto read = client->ReadAll(2);
+  ASSERT_TRUE(read.ok()) << read.status();
+  std::vector<std::string> got;
+  for (const auto& e : *read) got.push_back(e.data());
+  EXPECT_EQ(got, std::vector<std::string>(data.begin() + 5, data.end()));
+}
+
 TEST_F(PruningTest, RetentionSetOnTheTopicByHandIsDataLoss) {
   ASSERT_NO_FATAL_FAILURE(StartWithTenEntries("retention"));
   // An operator shortens the slot topic's retention with kafka-configs, and Kafka deletes the

@@ -442,44 +442,6 @@ TEST_F(SlotIndexTest, IndexedReadsGetWhatFullScansGetAcrossSidecarsKillsAndTrunc
   EXPECT_GT(marks->low, 0) << "nothing was pruned under the index";
 }
 
-// Deletes the test's data topic and waits until the broker no longer knows it.
-void DeleteTopic(rd_kafka_t* admin, const std::string& topic) {
-  rd_kafka_DeleteTopic_t* request = rd_kafka_DeleteTopic_new(topic.c_str());
-  rd_kafka_queue_t* queue = rd_kafka_queue_new(admin);
-  rd_kafka_DeleteTopics(admin, &request, 1, nullptr, queue);
-  rd_kafka_event_t* event = rd_kafka_queue_poll(queue, 30000);
-  rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR__TIMED_OUT;
-  std::string why = "timed out";
-  size_t count = 0;
-  const rd_kafka_topic_result_t** results =
-      event == nullptr
-          ? nullptr
-          : rd_kafka_DeleteTopics_result_topics(rd_kafka_event_DeleteTopics_result(event), &count);
-  if (count == 1) {
-    err = rd_kafka_topic_result_error(results[0]);
-    if (err) why = rd_kafka_topic_result_error_string(results[0]);
-  }
-  if (event != nullptr) rd_kafka_event_destroy(event);
-  rd_kafka_queue_destroy(queue);
-  rd_kafka_DeleteTopic_destroy(request);
-  ASSERT_EQ(err, RD_KAFKA_RESP_ERR_NO_ERROR) << "deleting " << topic << ": " << why;
-  const auto deadline = Clock::now() + seconds(60);
-  while (Clock::now() < deadline) {
-    const rd_kafka_metadata_t* md = nullptr;
-    rd_kafka_topic_t* rkt = rd_kafka_topic_new(admin, topic.c_str(), nullptr);
-    const rd_kafka_resp_err_t err = rd_kafka_metadata(admin, 0, rkt, &md, 5000);
-    rd_kafka_topic_destroy(rkt);
-    const bool gone = err == RD_KAFKA_RESP_ERR_NO_ERROR && md->topic_cnt == 1 &&
-                      md->topics[0].err == RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC;
-    const bool gone_too = err == RD_KAFKA_RESP_ERR_NO_ERROR && md->topic_cnt == 1 &&
-                          md->topics[0].err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART;
-    if (md != nullptr) rd_kafka_metadata_destroy(md);
-    if (gone || gone_too) return;
-    std::this_thread::sleep_for(milliseconds(100));
-  }
-  FAIL() << topic << " was not deleted";
-}
-
 // The data topic deleted and made again (by the writer sidecar's start), and written past
 // where the indexed server's index ended before any read looked: the index was built from the
 // old log and must not be trusted for the new one, whose end alone cannot tell them apart.

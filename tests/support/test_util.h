@@ -124,4 +124,7 @@ std::string RandomData(std::mt19937_64& rng, size_t size);
 // mix namespaces, reads every namespace back and checks bytes, ids and order (gtest assertions).
 void RoundTrip(Client& client, uint64_t first_id, int namespaces, int entries, uint32_t seed);
 
+// Deletes `topic` and waits until the broker no longer knows it (a gtest failure if not).
+void DeleteTopic(rd_kafka_t* admin, const std::string& topic);
+
 }  // namespace wal::testing
