@@ -132,6 +132,8 @@ if ! $quick; then
     record_fuzzer request_fuzzer
   job "TSan build (after the ASan build)" bash -c 'tail --pid="$1" -f /dev/null &&
     exec chrt --idle 0 ./scripts/build.sh --tsan unit_and_integration_tests' - "${job_pid[ASan build]}"
+  # The deploy test's images (tests/deploy/images.sh): base images once, walserver's each run.
+  job "deploy images" chrt --idle 0 tests/deploy/images.sh --walserver
   step "headers" "every header compiles on its own"
   ninja -C "${BUILD_DIR:-build}" header_check
 fi
@@ -255,6 +257,9 @@ tsan_tests
 step "the other jobs" "waiting for those still running"
 finish "ASan tests, fuzzers"
 finish "Rust client, Kafka versions"
+step "deploy test" "the Dockerfile, compose file, k8s manifest and systemd unit, run with podman"
+finish "deploy images"
+tests/deploy/deploy_test.sh
 step "fault tests" "a 3-node Kafka cluster, each node in a network namespace of its own"
 "$temporary_kafka_sh" stop "$temporary_broker_dir"  # every other suite is done
 fault_tests "$@"
