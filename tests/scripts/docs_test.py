@@ -21,14 +21,15 @@ def paragraphs(lines):
     """Yields (first line number, line count) of each paragraph."""
     in_code, start, count = False, 0, 0
     for number, line in enumerate(lines + [""], 1):
-        if line.startswith("```"):
+        fence = line.lstrip().startswith("```")
+        if fence:
             in_code = not in_code
-        breaks = (in_code or line.startswith("```") or not line.strip() or
+        breaks = (in_code or fence or not line.strip() or
                   line.lstrip().startswith("|") or line.startswith("#") or ITEM.match(line))
         if breaks and count:
             yield start, count
             count = 0
-        if in_code or line.startswith("```"):
+        if in_code or fence:
             continue
         if ITEM.match(line) or (not breaks and count == 0):
             start, count = number, 1
@@ -37,7 +38,7 @@ def paragraphs(lines):
 
 
 for doc in DOCS:
-    lines = open(os.path.join(ROOT, doc)).read().split("\n")
+    lines = open(os.path.join(ROOT, doc), encoding="utf-8").read().split("\n")
     for start, count in paragraphs(lines):
         if count > 8:
             failures.append(f"{doc}:{start}: a paragraph of {count} lines (at most 8)")
@@ -45,10 +46,10 @@ for doc in DOCS:
     if not lines[0].startswith("# "):
         failures.append(f"{doc}: no title on its first line")
     opening = body[0] if body else ""
-    if opening.startswith(("|", "#", "```", "!", "-")):
+    if opening.startswith(("|", "#", "```", "!", ">")) or ITEM.match(opening):
         failures.append(f"{doc}: opens with something other than a paragraph saying what it is for")
 
-benchmarks = len(open(os.path.join(ROOT, "docs", "BENCHMARKS.md")).read().split("\n"))
+benchmarks = len(open(os.path.join(ROOT, "docs", "BENCHMARKS.md"), encoding="utf-8").read().split("\n"))
 if benchmarks > 250:
     failures.append(f"docs/BENCHMARKS.md: {benchmarks} lines (at most 250)")
 
