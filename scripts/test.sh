@@ -6,14 +6,17 @@
 # of walpeer (bench/peer), runs the contract suite and the Rust client's tests again on the other
 # Kafka versions, runs the unit and integration tests again built with AddressSanitizer and
 # UndefinedBehaviorSanitizer and again with ThreadSanitizer, runs the libFuzzer targets for 30 s
-# each, then starts a 3-node Kafka cluster and runs the fault tests one at a time on it, and
-# stops Kafka. The sanitizer builds compile in the background, at idle priority, while the plain
-# build's tests run (they mostly wait on Kafka and timers). A run ends with a table of its steps.
+# each, runs the deploy files with podman (tests/deploy/deploy_test.sh), then starts a 3-node
+# Kafka cluster and runs the fault tests one at a time on it, and stops Kafka. The sanitizer
+# builds and the deploy test's images are made in the background, at idle priority, while the
+# plain build's tests run (they mostly wait on Kafka and timers). A run ends with a table of its
+# steps.
 #   scripts/test.sh [ctest options]          the whole suite (CI runs this)
 #   scripts/test.sh --quick [ctest options]  the inner loop: formatting, the plain build, every
 #                                            ctest test but the fault tests and the Rust
 #                                            client's tests, on real Kafka; no header check,
-#                                            clippy, sanitizer builds, cluster or fuzzing
+#                                            clippy, sanitizer builds, deploy test, cluster
+#                                            or fuzzing
 # Exits non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -177,7 +180,7 @@ if $quick; then
   (cd "${BUILD_DIR:-build}" && ctest --output-on-failure -j3 -LE fault "$@")
   step "Rust client" "cargo test (client/rust) against walserver on the same Kafka"
   rust_client
-  step "quick run passed" "the whole suite adds the Kafka versions, sanitizer builds, fault tests and fuzzers"
+  step "quick run passed" "the whole suite adds the Kafka versions, sanitizer builds, fuzzers, deploy and fault tests"
   exit 0
 fi
 
