@@ -117,20 +117,30 @@ TEST(KafkaOutage, AdminCallsThatFailedDuringAnOutageNeverTakeEffect) {
 
   ASSERT_TRUE(broker.Run("start"));
   auto healthy = Connect((*server)->address(), seconds(5));
+  // Back once an append goes through: usually 25-45 s after the restart, and more on a machine
+  // busy with other suites (60 s was once not enough while images were built beside).
   const auto t0 = Clock::now();
-  while (!healthy->Append(3, {"c"}).ok() && Clock::now() - t0 < seconds(60)) {
+  absl::Status back;
+  while (!(back = healthy->Append(3, {"c"}).status()).ok() && Clock::now() - t0 < seconds(180)) {
   }
+  ASSERT_TRUE(back.ok()) << "walserver did not take appends within 180 s of Kafka's return: "
+                         << back;
   // Records left in a producer would land within seconds of the broker's return.
   std::this_thread::sleep_for(seconds(10));
   const auto unknown = [](const absl::Status& s) { return absl::IsDeadlineExceeded(s); };
   if (!unknown(deleted)) {
-    EXPECT_TRUE(healthy->GetNamespace(1).ok()) << "failed DeleteNamespace took effect";
+    auto ns = healthy->GetNamespace(1);
+    EXPECT_TRUE(ns.ok()) << "failed DeleteNamespace took effect: " << ns.status();
   }
   if (!unknown(acquired)) {
-    EXPECT_EQ(healthy->GetNamespace(2)->epoch(), epoch) << "failed AcquireNamespace took effect";
+    auto ns = healthy->GetNamespace(2);
+    ASSERT_TRUE(ns.ok()) << ns.status();
+    EXPECT_EQ(ns->epoch(), epoch) << "failed AcquireNamespace took effect";
   }
   if (!unknown(truncated)) {
-    EXPECT_EQ(healthy->GetNamespace(3)->first_entry_id(), first) << "failed Truncate took effect";
+    auto ns = healthy->GetNamespace(3);
+    ASSERT_TRUE(ns.ok()) << ns.status();
+    EXPECT_EQ(ns->first_entry_id(), first) << "failed Truncate took effect";
   }
   EXPECT_FALSE(unknown(deleted) && unknown(acquired) && unknown(truncated))
       << "every call said its outcome is unknown: nothing was shown";
