@@ -8,9 +8,10 @@
 # UndefinedBehaviorSanitizer and again with ThreadSanitizer, runs the libFuzzer targets for 30 s
 # each, runs the deploy files with podman (tests/deploy/deploy_test.sh), then starts a 3-node
 # Kafka cluster and runs the fault tests one at a time on it, and stops Kafka. The sanitizer
-# builds and the deploy test's images are made in the background, at idle priority, while the
-# plain build's tests run (they mostly wait on Kafka and timers). A run ends with a table of its
-# steps.
+# builds and the deploy test's images are made in the background, at idle priority, from the
+# start (the plain build and its tests leave CPU idle: links, and tests that mostly wait on Kafka
+# and timers); the deploy test's containers run beside the sanitizer suites. A run ends with a
+# table of its steps.
 #   scripts/test.sh [ctest options]          the whole suite (CI runs this)
 #   scripts/test.sh --quick [ctest options]  the inner loop: formatting, the plain build, every
 #                                            ctest test but the fault tests and the Rust
@@ -123,20 +124,32 @@ mapfile -t sources < <(git ls-files '*.cc' '*.h' 2>/dev/null || find server clie
 clang-format --dry-run --Werror "${sources[@]}"
 (cd client/rust && cargo fmt --check)
 
-step "build" "the plain build"
-./scripts/build.sh
-
 # The sanitizer builds (scripts/build.sh --asan, --tsan; the AddressSanitizer build holds the
-# fuzzers too) compile beside the plain build's tests, as SCHED_IDLE processes: they get only the
-# CPU that the tests leave idle (most of it: the tests mostly wait on Kafka and timers), so the
-# tests run as if alone. One build at a time, so that the first is ready as early as it can be.
+# fuzzers too) compile beside the plain build and its tests, as SCHED_IDLE processes: they get
+# only the CPU that those leave idle (the links, and most of it once the tests run: they mostly
+# wait on Kafka and timers), so the plain build and its tests run as if alone. One build at a
+# time, so that the first is ready as early as it can be.
+# The deploy test (tests/deploy/) makes its images likewise (base images once, downloads
+# mostly; walserver's each run, its compile through ccache), and starts its containers once the
+# plain ctest is over: beside the sanitizer suites, not beside the plain suite's timed tests.
+plain_ctest_over=$logs/plain-ctest-over
+deploy() {
+  chrt --idle 0 tests/deploy/images.sh --walserver
+  while [[ ! -e "$plain_ctest_over" ]]; do sleep 1; done
+  tests/deploy/deploy_test.sh
+}
 if ! $quick; then
   job "ASan build" chrt --idle 0 ./scripts/build.sh --asan unit_and_integration_tests \
     record_fuzzer request_fuzzer
   job "TSan build (after the ASan build)" bash -c 'tail --pid="$1" -f /dev/null &&
     exec chrt --idle 0 ./scripts/build.sh --tsan unit_and_integration_tests' - "${job_pid[ASan build]}"
-  # The deploy test's images (tests/deploy/images.sh): base images once, walserver's each run.
-  job "deploy images" chrt --idle 0 tests/deploy/images.sh --walserver
+  job "deploy images, deploy test" deploy
+fi
+
+step "build" "the plain build"
+./scripts/build.sh
+
+if ! $quick; then
   step "headers" "every header compiles on its own"
   ninja -C "${BUILD_DIR:-build}" header_check
 fi
@@ -225,8 +238,6 @@ fault_tests() {
 asan_tests() {
   (cd build-asan && UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
     ctest -L 'unit|integration' -E 'Flood|read_memory' --output-on-failure -j3)
-  echo "== the fuzzers, a short run of each (clang, AddressSanitizer and UndefinedBehaviorSanitizer)"
-  FUZZ_SECONDS=${FUZZ_SECONDS:-30} ./scripts/fuzz.sh
 }
 # tests/tsan.supp says what is suppressed and why (Debian's gRPC is not instrumented).
 # ignore_noninstrumented_modules: likewise for the atomics inside librdkafka; its mutexes are
@@ -250,19 +261,21 @@ rust_client_and_kafka_versions() {
 job "Rust client, Kafka versions" rust_client_and_kafka_versions
 step "ctest" "every test but the fault tests (Kafka at $WAL_TEST_BROKERS)"
 (cd "${BUILD_DIR:-build}" && ctest --output-on-failure -j3 -LE fault "$@")
+touch "$plain_ctest_over"
 step "ASan build" "waiting for the rest of the AddressSanitizer build"
 finish "ASan build"
-job "ASan tests, fuzzers" asan_tests
+job "ASan tests" asan_tests
+# A short run of each (clang, AddressSanitizer and UndefinedBehaviorSanitizer).
+job "fuzzers" env FUZZ_SECONDS="${FUZZ_SECONDS:-30}" ./scripts/fuzz.sh
 step "TSan build" "waiting for the rest of the ThreadSanitizer build"
 finish "TSan build (after the ASan build)"
 step "TSan tests" "unit and integration tests under ThreadSanitizer"
 tsan_tests
 step "the other jobs" "waiting for those still running"
-finish "ASan tests, fuzzers"
+finish "ASan tests"
+finish "fuzzers"
 finish "Rust client, Kafka versions"
-step "deploy test" "the Dockerfile, compose file, k8s manifest and systemd unit, run with podman"
-finish "deploy images"
-tests/deploy/deploy_test.sh
+finish "deploy images, deploy test"
 step "fault tests" "a 3-node Kafka cluster, each node in a network namespace of its own"
 "$temporary_kafka_sh" stop "$temporary_broker_dir"  # every other suite is done
 fault_tests "$@"

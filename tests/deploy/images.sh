@@ -92,9 +92,13 @@ if [[ "${1:-}" == "--walserver" ]]; then
   say "walserver:latest: deploy/Dockerfile"
   # The docker format keeps the image's HEALTHCHECK (OCI's has none). The build stage is tagged
   # too, so that its layers (the packages and librdkafka above all) stay cached when the last
-  # run's images are pruned below.
+  # run's images are pruned below. Its compile, which runs again whenever the source changed,
+  # keeps ccache's objects in the cache (a volume of the build, outside the image): a change to
+  # a few files recompiles those, as on the machine itself.
+  mkdir -p "$cache/ccache"
   for target in build ""; do
     podman build -q --format docker ${target:+--target "$target"} -f "$repo_dir/deploy/Dockerfile" \
+      --volume "$cache/ccache:/root/.cache/ccache" \
       -t "localhost/walserver${target:+-$target}:latest" "$repo_dir" >"$cache/walserver-build.log" 2>&1 || {
       tail -30 "$cache/walserver-build.log" >&2
       exit 1
