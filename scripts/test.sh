@@ -135,7 +135,10 @@ clang-format --dry-run --Werror "${sources[@]}"
 plain_ctest_over=$logs/plain-ctest-over
 deploy() {
   chrt --idle 0 tests/deploy/images.sh --walserver
-  while [[ ! -e "$plain_ctest_over" ]]; do sleep 1; done
+  while [[ ! -e "$plain_ctest_over" ]]; do
+    kill -0 $$ 2>/dev/null || return 1  # test.sh was killed without its EXIT trap
+    sleep 1
+  done
   tests/deploy/deploy_test.sh
 }
 if ! $quick; then

@@ -74,7 +74,9 @@ step "1. podman build -f deploy/Dockerfile, and the base images it and the other
 mkdir -p "$run_dir"
 [[ ! -f "$run_dir/service.pid" ]] || kill "$(cat "$run_dir/service.pid")" 2>/dev/null || true
 rm -f "${DOCKER_HOST#unix://}"
-podman system service -t 0 "$DOCKER_HOST" >"$cache/podman-service.log" 2>&1 &
+# In a session of its own: a TERM sent to the test's process group (test.sh ending its jobs)
+# must leave it up for cleanup's compose down, which ends it after.
+setsid podman system service -t 0 "$DOCKER_HOST" >"$cache/podman-service.log" 2>&1 &
 helpers+=($!)
 echo $! >"$run_dir/service.pid"
 wait_for 30 test -S "${DOCKER_HOST#unix://}" || fail "podman's API did not start"
