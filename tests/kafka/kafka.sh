@@ -61,15 +61,18 @@ fetch() {
 
 # A free port below the kernel's ephemeral ones: a broker stopped and started again on its ports
 # (the outage tests) must not find one taken meanwhile by an outgoing connection, or by a client
-# retrying to connect to it that the kernel connected to itself (as FreePort in the C++ tests).
+# retrying to connect to it that the kernel connected to itself. The lower half of the 12,000
+# ports below them: the C++ tests' FreePort takes the upper half for the walservers they start,
+# which once took a stopped broker's SASL port, and the broker exited on its restart.
 free_port() {
   python3 -c '
 import random, socket
-end = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
-start = max(1025, end - 12000)
-if end - start < 1000:
+ephemeral = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+start = max(1025, ephemeral - 12000)
+end = start + (ephemeral - start) // 2
+if end - start < 500:
     raise SystemExit(f"kafka.sh: too few ports below the ephemeral ones "
-                     f"(net.ipv4.ip_local_port_range starts at {end})")
+                     f"(net.ipv4.ip_local_port_range starts at {ephemeral})")
 for _ in range(1000):
     port = random.randrange(start, end)
     s = socket.socket()
@@ -173,6 +176,11 @@ answers() {
   timeout 2 bash -c 'exec 3<>"/dev/tcp/${1%:*}/${1##*:}"' _ "$1" 2>/dev/null
 }
 
+all_answer() {
+  local listener
+  for listener in "$@"; do answers "$listener" || return 1; done
+}
+
 # Starts the node in $dir in the background, in its network namespace if it has one.
 launch() {
   local netns=()
@@ -193,19 +201,20 @@ launch() {
   echo $! >"$dir/pid"
 }
 
-# Waits until the node in $dir serves (its PLAINTEXT listener opens only then).
+# Waits until the node in $dir serves: every listener of its open (they open only then, one
+# after another; a broker that cannot bind one exits after the others opened).
 wait_ready() {
-  local bootstrap host port
+  local bootstrap listeners
   bootstrap=$(cat "$dir/bootstrap")
-  host=${bootstrap%:*}
-  port=${bootstrap##*:}
+  listeners=("$bootstrap")
+  [[ ! -f "$dir/sasl_bootstrap" ]] || listeners+=("$(cat "$dir/sasl_bootstrap")")
   for _ in $(seq 1 240); do
     if ! kill -0 "$(cat "$dir/pid")" 2>/dev/null; then
       log "broker exited during start-up; see $dir/stdout.log and $dir/broker.log"
       tail -n 20 "$dir/stdout.log" "$dir/broker.log" >&2 || true
       return 1
     fi
-    if answers "$host:$port"; then
+    if all_answer "${listeners[@]}"; then
       log "broker ready at $bootstrap (Kafka $kafka_version, dir $dir)"
       return 0
     fi
