@@ -10,8 +10,8 @@
 # Kafka cluster and runs the fault tests one at a time on it, and stops Kafka. The sanitizer
 # builds and the deploy test's images are made in the background, at idle priority, from the
 # start (the plain build and its tests leave CPU idle: links, and tests that mostly wait on Kafka
-# and timers); the deploy test's containers run beside the sanitizer suites. A run ends with a
-# table of its steps.
+# and timers); the deploy test's containers run beside the sanitizer suites, or after the fault
+# tests when its images were not ready before them. A run ends with a table of its steps.
 #   scripts/test.sh [ctest options]          the whole suite (CI runs this)
 #   scripts/test.sh --quick [ctest options]  the inner loop: formatting, the plain build, every
 #                                            ctest test but the fault tests and the Rust
@@ -131,15 +131,17 @@ clang-format --dry-run --Werror "${sources[@]}"
 # time, so that the first is ready as early as it can be.
 # The deploy test (tests/deploy/) makes its images likewise (base images once, downloads
 # mostly; walserver's each run, its compile through ccache), and starts its containers once the
-# plain ctest is over: beside the sanitizer suites, not beside the plain suite's timed tests.
+# plain ctest is over and never beside the fault tests (a lock they share): beside the sanitizer
+# suites when its images are ready by then, else after the fault tests.
 plain_ctest_over=$logs/plain-ctest-over
+timed_alone=$logs/timed-alone.lock
 deploy() {
   chrt --idle 0 tests/deploy/images.sh --walserver
   while [[ ! -e "$plain_ctest_over" ]]; do
     kill -0 $$ 2>/dev/null || return 1  # test.sh was killed without its EXIT trap
     sleep 1
   done
-  tests/deploy/deploy_test.sh
+  flock "$timed_alone" tests/deploy/deploy_test.sh
 }
 if ! $quick; then
   job "ASan build" chrt --idle 0 ./scripts/build.sh --asan unit_and_integration_tests \
@@ -274,13 +276,17 @@ step "TSan build" "waiting for the rest of the ThreadSanitizer build"
 finish "TSan build (after the ASan build)"
 step "TSan tests" "unit and integration tests under ThreadSanitizer"
 tsan_tests
-step "the other jobs" "waiting for those still running"
+step "the other jobs" "waiting for the suites on the suite's broker"
 finish "ASan tests"
 finish "fuzzers"
 finish "Rust client, Kafka versions"
-finish "deploy images, deploy test"
 step "fault tests" "a 3-node Kafka cluster, each node in a network namespace of its own"
 "$temporary_kafka_sh" stop "$temporary_broker_dir"  # every other suite is done
+exec 9>"$timed_alone"
+flock 9  # not while the deploy test's containers run
 fault_tests "$@"
+flock -u 9
+step "deploy test" "waiting for the deploy job (its images may still have been made beside the fault tests)"
+finish "deploy images, deploy test"
 
 step "the whole suite passed"

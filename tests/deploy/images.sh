@@ -52,9 +52,15 @@ LIST
   rm -rf "$rootfs"
 fi
 
+# Each RUN of a build is a container in a cgroup of its own, which a caller's SCHED_IDLE
+# (test.sh) does not reach: with the default share it took as much CPU as everything else on the
+# machine together, the suite's compiles and timed tests included. The smallest share makes it
+# take what the rest leaves, as the caller asked.
+podman_build=(podman build -q --cpu-shares=2)
+
 # build NAME CONTEXT CONTAINERFILE: an image on the debian one, labelled with the inputs.
 build() {
-  podman build -q --label "$label=$inputs" -f "$3" -t "$1" "$2" >/dev/null
+  "${podman_build[@]}" --label "$label=$inputs" -f "$3" -t "$1" "$2" >/dev/null
 }
 
 if ! made docker.io/library/rust:1.85-bookworm; then
@@ -97,7 +103,7 @@ if [[ "${1:-}" == "--walserver" ]]; then
   # a few files recompiles those, as on the machine itself.
   mkdir -p "$cache/ccache"
   for target in build ""; do
-    podman build -q --format docker ${target:+--target "$target"} -f "$repo_dir/deploy/Dockerfile" \
+    "${podman_build[@]}" --format docker ${target:+--target "$target"} -f "$repo_dir/deploy/Dockerfile" \
       --volume "$cache/ccache:/root/.cache/ccache" \
       -t "localhost/walserver${target:+-$target}:latest" "$repo_dir" >"$cache/walserver-build.log" 2>&1 || {
       tail -30 "$cache/walserver-build.log" >&2
