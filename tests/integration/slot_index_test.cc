@@ -504,7 +504,10 @@ void SlotIndexTest::MakeTheTopicAgainAndRead(bool restart) {
   ASSERT_EQ(got.entries.size(), 1u) << Describe(got);
   EXPECT_EQ(got.entries[0], std::make_pair((*placed)[0], std::string("new 0")));
   EXPECT_EQ(got, ReadThrough(*Connect(reference_->address()), small));
-  EXPECT_EQ(indexed_->metrics().read_index_drops.load(), drops_before + 1);
+  // Dropped at least once. Not exactly once: a scan (the pruner's above all) that meets the
+  // partition while it is being made again can find its end gone back again and again (96
+  // times in one ThreadSanitizer run).
+  EXPECT_GT(indexed_->metrics().read_index_drops.load(), drops_before);
 }
 
 TEST_F(SlotIndexTest, ATopicMadeAgainIsNotReadThroughTheOldTopicsIndex) {
