@@ -47,12 +47,15 @@ class MockFaults : public ::testing::Test {
 
 TEST_F(MockFaults, CallsFailFastWhileKafkaIsDownAndWorkAgainAfter) {
   ServerOptions options = MockServerOptions();
+  // walserver gives up on Kafka after --append_timeout_ms, or a tenth of the caller's deadline
+  // before it (at most 500 ms), whichever comes first. The second alone left too little room on
+  // a loaded CI machine: twice the client's deadline passed before an answer sent 200 ms (TSan)
+  // and 500 ms ahead of it arrived. So the append's answer here comes from the first, 3 s before
+  // the deadline, and the read's halfway to it. During the outage a client without retries
+  // asks, so that what is checked is walserver's answer (a retried read's last try has less
+  // room).
+  options.append_timeout = seconds(2);
   ASSERT_NO_FATAL_FAILURE(StartServer(options));
-  // walserver answers an append Kafka has not answered a tenth of the deadline before it (at
-  // most 500 ms), and a read halfway to it, so that the answer reaches the client in time. With
-  // a 2 s deadline that left the append 200 ms, and the test failed once in CI under TSan on a
-  // loaded machine; 5 s leaves 500 ms. During the outage a client without retries asks, so that
-  // what is checked is walserver's answer (a retried read's last try has less room).
   const auto timeout = seconds(5);
   auto client = Connect(server_->address(), timeout);
   auto once = ClientWithoutRetries(timeout);
