@@ -1,5 +1,5 @@
 // Append: batches, limits, split entries, checksums, codecs, and retries that write once.
-// Built for the mock cluster and for real Kafka (contract_fixture.h).
+// Runs on the mock cluster and on real Kafka (contract_fixture.h).
 #include <gtest/gtest.h>
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafka_mock.h>
@@ -117,11 +117,11 @@ TEST_F(ContractTest, AnEntryCorruptedOnTheWayIsRefusedAndNothingIsWritten) {
 TEST_F(ContractTest, EveryCompressionCodecRoundTrips) {
   for (const std::string codec : {"none", "lz4", "zstd", "snappy", "gzip"}) {
     ServerOptions options = MockServerOptions();
-#ifdef WAL_TEST_REAL_KAFKA
-    options.brokers = TestBrokers();
-    options.replication_factor = 1;
-    options.min_insync_replicas = 1;
-#endif
+    if (OnRealKafka()) {
+      options.brokers = TestBrokers();
+      options.replication_factor = 1;
+      options.min_insync_replicas = 1;
+    }
     options.topic_prefix = UniqueName("codec_" + codec);
     options.max_record_bytes = 64 * 1024;
     options.compression = codec;
@@ -174,34 +174,6 @@ TEST_F(ContractTest, RetriedAppendsAreReadOnce) {
   EXPECT_EQ((*entries)[1].entry_id(), first_ids[1]);
   EXPECT_EQ((*entries)[2].data(), "seq 3");
   EXPECT_EQ((*entries)[2].sequence(), 3u);
-}
-
-// A request of `writer` with one entry per sequence, for namespace `ns`.
-v1::AppendRequest Sequenced(uint64_t ns, uint64_t writer, const std::vector<uint64_t>& sequences) {
-  v1::AppendRequest request;
-  request.set_writer_id(writer);
-  for (uint64_t seq : sequences) {
-    auto* e = request.add_entries();
-    e->set_namespace_id(ns);
-    e->set_sequence(seq);
-    e->set_data(absl::StrCat("entry of sequence ", seq));
-  }
-  return request;
-}
-
-absl::StatusOr<std::vector<uint64_t>> RawAppend(Client& client, const v1::AppendRequest& request) {
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + seconds(30));
-  v1::AppendResponse response;
-  const grpc::Status status = client.stub().Append(&ctx, request, &response);
-  if (!status.ok()) return absl::UnavailableError(status.error_message());
-  return std::vector<uint64_t>(response.entry_ids().begin(), response.entry_ids().end());
-}
-
-uint64_t NextEntryId(Client& client, uint64_t ns) {
-  auto got = client.GetNamespace(ns);
-  EXPECT_TRUE(got.ok()) << got.status();
-  return got.ok() ? got->next_entry_id() : 0;
 }
 
 TEST_F(ContractTest, ARetryOfWrittenEntriesGetsTheirIdsAndWritesNothing) {
@@ -261,71 +233,6 @@ TEST_F(ContractTest, ARetryAfterItsNamespaceWasCreatedAgainIsWrittenInTheNewOne)
   ASSERT_EQ(entries->size(), 1u);
   EXPECT_EQ((*entries)[0].entry_id(), (*again)[0]);
 }
-
-// A walserver that never saw the first attempt (started since, or another one on the same
-// topics) finds its copies in the log. On real Kafka only: the mock cluster lives in the first
-// walserver and cannot make topics for a second.
-#ifdef WAL_TEST_REAL_KAFKA
-TEST_F(ContractTest, ARetryThroughAnotherWalserverFindsTheFirstCopies) {
-  Create(4);
-  const auto first = RawAppend(*client_, Sequenced(4, 57, {1, 2, 3}));
-  ASSERT_TRUE(first.ok()) << first.status();
-  const uint64_t end = NextEntryId(*client_, 4);
-
-  ServerOptions options = server_options_;
-  auto other = WalServer::Start(options);
-  ASSERT_TRUE(other.ok()) << other.status();
-  auto other_client = Connect((*other)->address());
-  ASSERT_NE(other_client, nullptr);
-
-  v1::AppendRequest retry = Sequenced(4, 57, {2, 3, 4});
-  retry.set_first_attempt_age_ms(1000);
-  const auto again = RawAppend(*other_client, retry);
-  ASSERT_TRUE(again.ok()) << again.status();
-  ASSERT_EQ(again->size(), 3u);
-  EXPECT_EQ((*again)[0], (*first)[1]);
-  EXPECT_EQ((*again)[1], (*first)[2]);
-  EXPECT_EQ((*again)[2], end) << "only the entry never written before is written";
-  EXPECT_EQ(NextEntryId(*client_, 4), end + 1);
-  auto data = ReadData(4);
-  EXPECT_EQ(data.size(), 4u);
-}
-#endif
-
-// A retry that arrives while its first copy is still on its way to Kafka waits for it rather
-// than write a second copy that would land beside it.
-// On the mock cluster only: its round-trip time holds the first copy back.
-#ifndef WAL_TEST_REAL_KAFKA
-TEST_F(ContractTest, ARetryWaitsForItsFirstCopyInFlight) {
-  Create(5);
-  const uint64_t end = NextEntryId(*client_, 5);
-  rd_kafka_mock_cluster_t* cluster = server_->mock_cluster()->cluster();
-  for (int broker = 1; broker <= 3; ++broker) rd_kafka_mock_broker_set_rtt(cluster, broker, 2000);
-  absl::StatusOr<std::vector<uint64_t>> first, retried;
-  std::thread first_attempt([&] { first = RawAppend(*client_, Sequenced(5, 58, {1})); });
-  // Events, each seen by polling the state it changes: the first copy is in flight...
-  const auto until = [](const std::function<bool()>& happened) {
-    const auto give_up = std::chrono::steady_clock::now() + seconds(10);
-    while (!happened() && std::chrono::steady_clock::now() < give_up) {
-      std::this_thread::sleep_for(milliseconds(1));
-    }
-    return happened();
-  };
-  EXPECT_TRUE(until([&] { return server_->metrics().appends_in_flight.load() == 1; }));
-  v1::AppendRequest retry = Sequenced(5, 58, {1});
-  retry.set_first_attempt_age_ms(1);
-  std::thread retry_attempt([&] { retried = RawAppend(*client_, retry); });
-  // ... and the retry waits for it.
-  EXPECT_TRUE(until([&] { return server_->retried_entries().waiting() == 1; }));
-  for (int broker = 1; broker <= 3; ++broker) rd_kafka_mock_broker_set_rtt(cluster, broker, 0);
-  first_attempt.join();
-  retry_attempt.join();
-  ASSERT_TRUE(first.ok()) << first.status();
-  ASSERT_TRUE(retried.ok()) << retried.status();
-  EXPECT_EQ(*retried, *first);
-  EXPECT_EQ(NextEntryId(*client_, 5), end + 1) << "one copy in the log";
-}
-#endif
 
 // Random appends of one writer to two namespaces: answers lost (ignored, or a 1 ms deadline that
 // may end the attempt before or after the entry is written), retries of lost and of answered

@@ -1,5 +1,5 @@
 // Bad input to every call: the right code, and nothing written.
-// Built for the mock cluster and for real Kafka (contract_fixture.h).
+// Runs on the mock cluster and on real Kafka (contract_fixture.h).
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // The namespace calls: CreateNamespace, GetNamespace, ListNamespaces, DeleteNamespace,
 // Truncate and AcquireNamespace with its fences.
-// Built for the mock cluster and for real Kafka (contract_fixture.h).
+// Runs on the mock cluster and on real Kafka (contract_fixture.h).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -135,30 +135,6 @@ TEST_F(ContractTest, CreateInASlotNotOursIsRefusedAndCreatesNothing) {
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(client_->GetNamespace(31).status().code(), absl::StatusCode::kNotFound);
 }
-
-// On real Kafka only: the mock cluster lives in the first server, so a second one could not share
-// its topics.
-#ifdef WAL_TEST_REAL_KAFKA
-TEST_F(ContractTest, ANamespaceDeletedThroughAnotherServerCanBeCreatedInAnotherSlotAtOnce) {
-  const std::string prefix = server_options_.topic_prefix;
-  auto other = WalServer::Start(server_options_);
-  ASSERT_TRUE(other.ok()) << other.status();
-  auto other_client = Connect((*other)->address());
-  ASSERT_NE(other_client, nullptr);
-  for (int round = 0; round < 10; ++round) {
-    const uint64_t ns = 60 + round;
-    ASSERT_TRUE(client_->CreateNamespace(ns, prefix + "_0", 0).ok());
-    // The other server learns of the namespace, then of its deletion only through its tail.
-    auto seen = other_client->GetNamespace(ns);
-    ASSERT_TRUE(seen.ok()) << seen.status();
-    ASSERT_TRUE(client_->DeleteNamespace(ns).ok());
-    auto moved = other_client->CreateNamespace(ns, prefix + "_1", 1);
-    ASSERT_TRUE(moved.ok()) << "round " << round << ": " << moved.status();
-    EXPECT_TRUE(moved->created);
-    EXPECT_EQ(moved->ns.topic(), prefix + "_1");
-  }
-}
-#endif
 
 TEST_F(ContractTest, CreationsRacingForDifferentSlotsAgreeOnOne) {
   const std::string prefix = server_options_.topic_prefix;

@@ -1,5 +1,5 @@
 // ReadMany: each namespace replayed in order with an end of its own, following, and bad input.
-// Built for the mock cluster and for real Kafka (contract_fixture.h).
+// Runs on the mock cluster and on real Kafka (contract_fixture.h).
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 

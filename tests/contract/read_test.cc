@@ -1,6 +1,6 @@
 // Read: limits and starts, follow reads, shared slots, foreign and corrupt records, skip_lost,
 // reads from a time, and a follow read of a deleted namespace.
-// Built for the mock cluster and for real Kafka (contract_fixture.h).
+// Runs on the mock cluster and on real Kafka (contract_fixture.h).
 #include <gtest/gtest.h>
 
 #include <algorithm>

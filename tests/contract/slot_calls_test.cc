@@ -1,6 +1,6 @@
 // The calls for callers that place their namespaces in slots themselves (a datanode whose
-// regions share a Kafka topic): a ReadMany of a whole slot, and GetSlot. Built for the mock
-// cluster and for real Kafka (contract_fixture.h).
+// regions share a Kafka topic): a ReadMany of a whole slot, and GetSlot. Runs on the mock
+// cluster and on real Kafka (contract_fixture.h).
 #include <gtest/gtest.h>
 
 #include <map>

@@ -9,7 +9,8 @@
 // synchronisation and reports races inside gRPC's own call objects; that is why the gRPC layer is
 // not in the TSan run.
 //
-// Built twice: unit (librdkafka's mock cluster) and, with WAL_TEST_REAL_KAFKA, integration.
+// Run twice: on librdkafka's mock cluster (unit_core_test) and on real Kafka
+// (integration_core_test), two executables that link the same objects; OnRealKafka() says which.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -27,6 +28,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/kafka/admin.h"
 #include "server/wal_core.h"
+#include "tests/support/kafka_mode.h"
 #include "tests/support/recording_sink.h"
 #include "tests/support/test_util.h"
 
@@ -55,10 +57,10 @@ class Core : public ::testing::Test {
     reader_ = nullptr;
     core_.reset();
     ServerOptions o;
-#ifdef WAL_TEST_REAL_KAFKA
-    o.brokers = TestBrokers();
-    ASSERT_FALSE(o.brokers.empty()) << kNoKafka;
-#endif
+    if (OnRealKafka()) {
+      o.brokers = TestBrokers();
+      ASSERT_FALSE(o.brokers.empty()) << kNoKafka;
+    }
     prefix_ = UniqueName("core");
     o.topic_prefix = prefix_;
     o.topic_count = 1;

@@ -1,4 +1,5 @@
-// The writer (log/entry_writer.h) when librdkafka's queue fills or its producer fails.
+// The writer (log/entry_writer.h) when librdkafka's queue fills or its producer fails: faults
+// the mock cluster injects (unit_core_test only).
 #include <future>
 
 #include "absl/strings/match.h"
@@ -7,7 +8,6 @@
 namespace wal::testing {
 namespace {
 
-#ifndef WAL_TEST_REAL_KAFKA
 // librdkafka's queue fills up in the middle of an append: the records before are on their way,
 // so the call must not answer RESOURCE_EXHAUSTED (which promises nothing was written).
 TEST_F(Core, AQueueFullMidAppendIsNotResourceExhausted) {
@@ -136,8 +136,6 @@ TEST_F(Core, FailPendingAnswersTheEntriesQueuedBehindAGroupInFlight) {
   writer->reset();
   ASSERT_EQ(rd_kafka_mock_broker_set_up(cluster, 1), RD_KAFKA_RESP_ERR_NO_ERROR);
 }
-
-#endif
 
 }  // namespace
 }  // namespace wal::testing
