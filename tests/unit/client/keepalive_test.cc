@@ -18,7 +18,7 @@ using std::chrono::milliseconds;
 using std::chrono::seconds;
 using Clock = std::chrono::steady_clock;
 
-std::unique_ptr<WalServer> StartMock(ServerOptions options = MockServerOptions()) {
+std::unique_ptr<WalServer> StartServerOnMock(ServerOptions options = MockServerOptions()) {
   options.topic_prefix = UniqueName("keepalive");
   auto server = WalServer::Start(options);
   EXPECT_TRUE(server.ok()) << server.status();
@@ -32,7 +32,7 @@ double SecondsSince(Clock::time_point start) {
 // With the client's default keepalive, appends (5 s deadline each, as a datanode's) and a
 // follow read recover from a black-holed connection within 30 s.
 TEST(Keepalive, ClientWithDefaultsLeavesABlackHoledConnectionWithin30Seconds) {
-  auto server = StartMock();
+  auto server = StartServerOnMock();
   ASSERT_NE(server, nullptr);
   auto proxy = TcpProxy::Start(server->address());
   ASSERT_TRUE(proxy.ok()) << proxy.status();
@@ -93,7 +93,7 @@ TEST(Keepalive, ClientWithDefaultsLeavesABlackHoledConnectionWithin30Seconds) {
 // the client's append stream: appends fail by their deadlines, and closing the client does not
 // wait for gRPC's 20 s connect timeout.
 TEST(Keepalive, AStreamThatCannotConnectHoldsNeitherAppendsNorTheClientsClose) {
-  auto server = StartMock();
+  auto server = StartServerOnMock();
   ASSERT_NE(server, nullptr);
   auto proxy = TcpProxy::Start(server->address());
   ASSERT_TRUE(proxy.ok()) << proxy.status();
@@ -126,7 +126,7 @@ TEST(Keepalive, WalserverFreesTheReadOfAClientCutOff) {
   server_options.max_concurrent_reads = 1;
   server_options.keepalive_time = seconds(1);
   server_options.keepalive_timeout = seconds(2);
-  auto server = StartMock(server_options);
+  auto server = StartServerOnMock(server_options);
   ASSERT_NE(server, nullptr);
   auto proxy = TcpProxy::Start(server->address());
   ASSERT_TRUE(proxy.ok()) << proxy.status();

@@ -30,7 +30,7 @@ std::vector<std::pair<int64_t, int64_t>> Stretches(const SlotIndex& index) {
 }
 
 // What a read of each namespace from each offset is told, for comparing two indexes.
-std::vector<std::pair<int64_t, int64_t>> Answers(const SlotIndex& index) {
+std::vector<std::pair<int64_t, int64_t>> AnswersOf(const SlotIndex& index) {
   std::vector<std::pair<int64_t, int64_t>> out;
   for (uint64_t ns = 1; ns <= 4; ++ns) {
     for (int64_t from : {0, 99, 100, 102, 301, 4001, 5000, 8999, 9050, 9500, 20000}) {
@@ -51,13 +51,13 @@ TEST(SlotIndexStore, ARestoredIndexAnswersAsTheSavedOneDid) {
 
   SlotIndex restored;
   ASSERT_TRUE(restored.Restore(*decoded));
-  EXPECT_EQ(Answers(restored), Answers(saved));
+  EXPECT_EQ(AnswersOf(restored), AnswersOf(saved));
   EXPECT_EQ(restored.runs(), saved.runs());
   EXPECT_EQ(restored.OffsetsHolding(1 << 20), saved.OffsetsHolding(1 << 20));
   EXPECT_EQ(restored.changes(), 0u) << "nothing to save again";
   // A read that finds the same log keeps it; one that finds another drops it.
   EXPECT_FALSE(restored.OnLog(kLog));
-  EXPECT_EQ(Answers(restored), Answers(saved));
+  EXPECT_EQ(AnswersOf(restored), AnswersOf(saved));
   EXPECT_TRUE(restored.OnLog(kOtherLog));
   EXPECT_EQ(restored.NextStretch(2, 0).end, SlotIndex::kNoEnd) << "vouches for nothing";
 }
@@ -163,7 +163,7 @@ TEST(SlotIndexStore, AnIndexThatKnowsSomethingTakesNoSnapshot) {
   SlotIndex same;  // a read found the snapshot's log and nothing was recorded yet
   same.OnLog(kLog);
   EXPECT_TRUE(same.Restore(snapshot));
-  EXPECT_EQ(Answers(same), Answers(saved));
+  EXPECT_EQ(AnswersOf(same), AnswersOf(saved));
 
   SlotIndex fresh;
   EXPECT_TRUE(fresh.Restore(snapshot));

@@ -485,7 +485,6 @@ TEST_F(MockFaults, SlowKafkaTimesOutAppendsAndTheClientRetriesThrough) {
   EXPECT_EQ(all->back().data(), "through the slowness");
 }
 
-}  // namespace
 // The mock cluster has no DeleteRecords, like some managed Kafka services: pruning there is
 // logical from the start (what --prune_mode=auto finds out on such a Kafka at its first round,
 // shown on real Kafka by PruningTest.AutoModeTurnsLogicalWhenKafkaRefusesDeleteRecords).
@@ -525,4 +524,5 @@ TEST_F(MockFaults, PruneModeLogicalIsReportedAndBadModesAreRefused) {
       << refused.status();
 }
 
+}  // namespace
 }  // namespace wal::testing
