@@ -30,22 +30,44 @@ fi
 # Each step's heading says when it began. Steps run one after another; jobs (job, finish) run in
 # the background beside them, each in a process group of its own with its output in a log of its
 # own, printed whole when it is finished. The run ends, passed or not, with a table of the steps
-# and jobs and how long each took, so that a slow run shows where its time went
-# (docs/TESTING.md keeps the latest).
+# and jobs, how long each took and the CPU time its processes used, so that a slow run shows
+# where its time went (docs/TESTING.md keeps the latest). The CPU time is what the processes a
+# row started used once they ended; it leaves out what runs detached from them: the Kafka
+# brokers, and the containers of podman (their builds included).
 logs=$(mktemp -d /tmp/walserver-test.XXXXXX)
-rows=() began=() ended=()
+rows=() began=() ended=() cpu=()
 open_step=""  # the row of the step running now
+step_cpu_began=0  # read_children_cpu, less the finished jobs' CPU, when the open step began
+jobs_cpu=0        # the CPU seconds of the jobs finished so far
 declare -A job_pid job_row
 minutes() { printf '%d:%02d' $(($1 / 60)) $(($1 % 60)); }
+# Sets children_cpu to the CPU seconds of this shell's finished children (and theirs): the
+# second line of `times`, which must run in this shell (a pipe or $(...) would ask a subshell,
+# whose count starts at 0).
+read_children_cpu() {
+  local file=$logs/times.$BASHPID
+  times >"$file"
+  children_cpu=$(awk 'NR == 2 { split($1 " " $2, t, /[ms ]+/); printf "%d", t[1] * 60 + t[2] + t[3] * 60 + t[4] }' "$file")
+}
 add_row() {
   rows+=("$1")
   began+=("$SECONDS")
   ended+=("")
+  cpu+=("")
+}
+# Ends the open step's row: its time, and its CPU less that of the jobs finished meanwhile.
+close_step() {
+  [[ -n "$open_step" ]] || return 0
+  ended[open_step]=${ended[open_step]:-$SECONDS}
+  read_children_cpu
+  cpu[open_step]=$((children_cpu - jobs_cpu - step_cpu_began))
 }
 # step NAME [WHAT]: NAME in the table, NAME and WHAT in the heading.
 step() {
-  [[ -z "$open_step" ]] || ended[open_step]=$SECONDS
+  close_step
   open_step=${#rows[@]}
+  read_children_cpu
+  step_cpu_began=$((children_cpu - jobs_cpu))
   add_row "$1"
   printf '== %s%s  [%s, %s into the run]\n' "$1" "${2:+: $2}" "$(date +%T)" "$(minutes "$SECONDS")"
 }
@@ -58,7 +80,7 @@ job() {
   set -m  # a process group of its own, which stop_jobs can end whole
   # The job notes when it ended itself: finish may wait for it much later.
   (
-    trap 'echo "$SECONDS" >"$logs/$name.ended"' EXIT
+    trap 'echo "$SECONDS" >"$logs/$name.ended"; read_children_cpu; echo "$children_cpu" >"$logs/$name.cpu"' EXIT
     trap 'exit 143' TERM  # so that stop_jobs waits for the cleanup of what it runs
     "$@" </dev/null >"$logs/$name.log" 2>&1
   ) &
@@ -72,6 +94,8 @@ finish() {
   wait "${job_pid[$name]}" || rc=$?
   unset -v 'job_pid[$name]'
   ended[${job_row[$name]}]=$(cat "$logs/$name.ended" 2>/dev/null || echo "$SECONDS")
+  cpu[${job_row[$name]}]=$(cat "$logs/$name.cpu" 2>/dev/null || echo 0)
+  jobs_cpu=$((jobs_cpu + cpu[${job_row[$name]}]))
   printf '== %s ended (exit %d)  [%s, %s into the run]; its output:\n' "$name" "$rc" "$(date +%T)" "$(minutes "$SECONDS")"
   cat "$logs/$name.log"
   if ((rc != 0)); then
@@ -92,14 +116,15 @@ stop_jobs() {
 }
 step_table() {
   local i end
-  [[ -z "$open_step" ]] || ended[open_step]=${ended[open_step]:-$SECONDS}
-  echo "| step | began | took |"
-  echo "|---|---|---|"
+  close_step
+  echo "| step | began | took | CPU |"
+  echo "|---|---|---|---|"
   for i in "${!rows[@]}"; do
     end=${ended[i]:-$SECONDS}
-    echo "| ${rows[i]} | $(minutes "${began[i]}") | $(minutes $((end - began[i]))) |"
+    echo "| ${rows[i]} | $(minutes "${began[i]}") | $(minutes $((end - began[i]))) | $(minutes "${cpu[i]:-0}") |"
   done
-  echo "| the whole run | | $(minutes "$SECONDS") |"
+  read_children_cpu
+  echo "| the whole run | | $(minutes "$SECONDS") | $(minutes "$children_cpu") |"
 }
 # A job that starts Kafka stops it when it ends, also when stop_jobs ends it.
 kafka_job_traps() {
