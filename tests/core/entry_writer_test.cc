@@ -1,6 +1,7 @@
-// The writer (log/entry_writer.h) when librdkafka's queue fills or its producer fails: faults
-// the mock cluster injects (unit_core_test only).
+// The writer (log/entry_writer.h) when Kafka does not answer, librdkafka's queue fills or its
+// producer fails: faults the mock cluster injects (unit_core_test only).
 #include <future>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "tests/core/core_fixture.h"
@@ -33,6 +34,30 @@ TEST_F(Core, AQueueFullMidAppendIsNotResourceExhausted) {
   const absl::Status partly = append(5);  // 3 queued, the 4th refused
   EXPECT_TRUE(absl::IsUnavailable(partly)) << partly;
   EXPECT_TRUE(absl::StrContains(partly.message(), "same sequences")) << partly;
+}
+
+// With Kafka down, an append is answered UNAVAILABLE a little before its caller's deadline (a
+// tenth of the time left, at most 500 ms: server/common/deadline.h), not at the writer's
+// append_timeout (20 s here): the caller hears that the outcome is unknown instead of timing out
+// blind. The answer's time is taken on the thread that answers, with no gRPC hop to wait for.
+TEST_F(Core, AnAppendKafkaDoesNotAnswerIsAnsweredJustBeforeItsCallersDeadline) {
+  auto state = Create(1);
+  ASSERT_TRUE(state.ok()) << state.status();
+  rd_kafka_mock_cluster_t* cluster = core_->mock_cluster()->cluster();
+  ASSERT_EQ(rd_kafka_mock_broker_set_down(cluster, 1), RD_KAFKA_RESP_ERR_NO_ERROR);
+  const Clock::time_point deadline = Clock::now() + seconds(5);
+  std::promise<std::pair<absl::Status, Clock::time_point>> answer;
+  writer_->Append({AppendItem{state->slot, 1, "down", EntryStamp{0, 1, 1}}}, deadline,
+                  [&](absl::StatusOr<std::vector<uint64_t>> ids) {
+                    answer.set_value({ids.status(), Clock::now()});
+                  });
+  const auto [status, answered] = answer.get_future().get();
+  EXPECT_TRUE(absl::IsUnavailable(status)) << status;
+  const int64_t ahead_ms =
+      std::chrono::duration_cast<milliseconds>(deadline - answered).count();  // 500 planned
+  EXPECT_GT(ahead_ms, 0) << "answered after its caller's deadline";
+  EXPECT_LT(ahead_ms, 1000) << "answered long before its caller's deadline";
+  ASSERT_EQ(rd_kafka_mock_broker_set_up(cluster, 1), RD_KAFKA_RESP_ERR_NO_ERROR);
 }
 
 // A fatal idempotent-producer error with a record still queued: the next append replaces the
