@@ -36,18 +36,47 @@ fi
 # brokers, and the containers of podman (their builds included).
 logs=$(mktemp -d /tmp/walserver-test.XXXXXX)
 rows=() began=() ended=() cpu=()
-open_step=""  # the row of the step running now
-step_cpu_began=0  # read_children_cpu, less the finished jobs' CPU, when the open step began
-jobs_cpu=0        # the CPU seconds of the jobs finished so far
-declare -A job_pid job_row
+open_step=""      # the row of the step running now
+step_cpu_began=0  # steps_cpu when the open step began
+jobs_cpu=0        # the CPU milliseconds of the jobs ended so far
+declare -A job_pid job_row job_rc
 minutes() { printf '%d:%02d' $(($1 / 60)) $(($1 % 60)); }
-# Sets children_cpu to the CPU seconds of this shell's finished children (and theirs): the
-# second line of `times`, which must run in this shell (a pipe or $(...) would ask a subshell,
-# whose count starts at 0).
-read_children_cpu() {
+# Sets own_cpu and children_cpu to the CPU milliseconds of this shell and of its ended children
+# (and theirs): the two lines of `times`, which must run in this shell (a pipe or $(...) would ask a
+# subshell, whose counts start at 0).
+read_cpu() {
   local file=$logs/times.$BASHPID
   times >"$file"
-  children_cpu=$(awk 'NR == 2 { split($1 " " $2, t, /[ms ]+/); printf "%d", t[1] * 60 + t[2] + t[3] * 60 + t[4] }' "$file")
+  read -r own_cpu children_cpu < <(awk '{ split($1 " " $2, t, /[ms ]+/); s[NR] = (t[1] * 60 + t[2] + t[3] * 60 + t[4]) * 1000 }
+    END { printf "%d %d\n", s[1], s[2] }' "$file")
+}
+# account_job NAME RC: the ended job's row (its end, its CPU) and exit code.
+account_job() {
+  local row=${job_row[$1]}
+  job_rc[$1]=$2
+  ended[row]=$(cat "$logs/$1.ended" 2>/dev/null || echo "$SECONDS")
+  cpu[row]=$(cat "$logs/$1.cpu" 2>/dev/null || echo 0)
+  jobs_cpu=$((jobs_cpu + cpu[row]))
+}
+# Accounts the jobs that ended (wrote their CPU) since last asked; fails if there were none.
+account_ended_jobs() {
+  local name rc any=1
+  for name in "${!job_pid[@]}"; do
+    [[ -z "${job_rc[$name]:-}" && -e "$logs/$name.cpu" ]] || continue
+    rc=0
+    wait "${job_pid[$name]}" || rc=$?
+    account_job "$name" "$rc"
+    any=0
+  done
+  return "$any"
+}
+# Sets steps_cpu to the CPU milliseconds of the steps so far: the children's less the jobs'. Bash
+# counts a job as soon as it reaps it, long before finish may ask, so the jobs that ended are
+# accounted first, until none ended between that and reading the count.
+read_steps_cpu() {
+  read_cpu
+  while account_ended_jobs; do read_cpu; done
+  steps_cpu=$((children_cpu - jobs_cpu))
 }
 add_row() {
   rows+=("$1")
@@ -55,19 +84,20 @@ add_row() {
   ended+=("")
   cpu+=("")
 }
-# Ends the open step's row: its time, and its CPU less that of the jobs finished meanwhile.
+# Ends the open step's row: its time and its CPU.
 close_step() {
   [[ -n "$open_step" ]] || return 0
   ended[open_step]=${ended[open_step]:-$SECONDS}
-  read_children_cpu
-  cpu[open_step]=$((children_cpu - jobs_cpu - step_cpu_began))
+  read_steps_cpu
+  cpu[open_step]=$((steps_cpu - step_cpu_began))
+  open_step=""
 }
 # step NAME [WHAT]: NAME in the table, NAME and WHAT in the heading.
 step() {
   close_step
   open_step=${#rows[@]}
-  read_children_cpu
-  step_cpu_began=$((children_cpu - jobs_cpu))
+  read_steps_cpu
+  step_cpu_began=$steps_cpu
   add_row "$1"
   printf '== %s%s  [%s, %s into the run]\n' "$1" "${2:+: $2}" "$(date +%T)" "$(minutes "$SECONDS")"
 }
@@ -78,9 +108,11 @@ job() {
   job_row[$name]=${#rows[@]}
   add_row "$name (beside)"
   set -m  # a process group of its own, which stop_jobs can end whole
-  # The job notes when it ended itself: finish may wait for it much later.
+  # The job notes when it ended and its CPU itself (its own and its children's): finish may wait
+  # for it much later. The CPU file, written last, says it ended.
   (
-    trap 'echo "$SECONDS" >"$logs/$name.ended"; read_children_cpu; echo "$children_cpu" >"$logs/$name.cpu"' EXIT
+    trap 'echo "$SECONDS" >"$logs/$name.ended"; read_cpu
+      echo $((own_cpu + children_cpu)) >"$logs/$name.cpu.part"; mv "$logs/$name.cpu.part" "$logs/$name.cpu"' EXIT
     trap 'exit 143' TERM  # so that stop_jobs waits for the cleanup of what it runs
     "$@" </dev/null >"$logs/$name.log" 2>&1
   ) &
@@ -91,11 +123,12 @@ job() {
 # finish NAME: waits for the job, prints its output, and fails if it failed.
 finish() {
   local name=$1 rc=0
-  wait "${job_pid[$name]}" || rc=$?
+  if [[ -z "${job_rc[$name]:-}" ]]; then
+    wait "${job_pid[$name]}" || rc=$?
+    account_job "$name" "$rc"
+  fi
+  rc=${job_rc[$name]}
   unset -v 'job_pid[$name]'
-  ended[${job_row[$name]}]=$(cat "$logs/$name.ended" 2>/dev/null || echo "$SECONDS")
-  cpu[${job_row[$name]}]=$(cat "$logs/$name.cpu" 2>/dev/null || echo 0)
-  jobs_cpu=$((jobs_cpu + cpu[${job_row[$name]}]))
   printf '== %s ended (exit %d)  [%s, %s into the run]; its output:\n' "$name" "$rc" "$(date +%T)" "$(minutes "$SECONDS")"
   cat "$logs/$name.log"
   if ((rc != 0)); then
@@ -110,6 +143,7 @@ stop_jobs() {
   for name in "${!job_pid[@]}"; do kill -- "-${job_pid[$name]}" 2>/dev/null || true; done
   for name in "${!job_pid[@]}"; do
     wait "${job_pid[$name]}" 2>/dev/null || true
+    [[ -n "${job_rc[$name]:-}" ]] || account_job "$name" 143
     echo "== $name was ended unfinished; the end of its output:"
     tail -n 80 "$logs/$name.log"
   done
@@ -121,10 +155,10 @@ step_table() {
   echo "|---|---|---|---|"
   for i in "${!rows[@]}"; do
     end=${ended[i]:-$SECONDS}
-    echo "| ${rows[i]} | $(minutes "${began[i]}") | $(minutes $((end - began[i]))) | $(minutes "${cpu[i]:-0}") |"
+    echo "| ${rows[i]} | $(minutes "${began[i]}") | $(minutes $((end - began[i]))) | $(minutes $((${cpu[i]:-0} / 1000))) |"
   done
-  read_children_cpu
-  echo "| the whole run | | $(minutes "$SECONDS") | $(minutes "$children_cpu") |"
+  read_cpu
+  echo "| the whole run | | $(minutes "$SECONDS") | $(minutes $((children_cpu / 1000))) |"
 }
 # A job that starts Kafka stops it when it ends, also when stop_jobs ends it.
 kafka_job_traps() {
