@@ -1,7 +1,8 @@
-// The fixture of the contract suite (tests/contract/, a file per call): an in-process
-// walserver on the librdkafka mock cluster (unit_contract_test) or on the real Kafka broker that
-// ./scripts/test.sh starts (integration_contract_test), and a client of it. Both executables link
-// the same objects of the files every Kafka runs; OnRealKafka() says which one this is.
+// The fixture of the contract suite (tests/contract/, a file per call, and a file each for what
+// only the mock or only real Kafka can run): an in-process walserver on the librdkafka mock
+// cluster (unit_contract_test) or on the real Kafka broker that ./scripts/test.sh starts
+// (integration_contract_test), and a client of it. Both executables link the same objects of the
+// files that run on either; OnRealKafka() says which one this is.
 #pragma once
 
 #include <gtest/gtest.h>
