@@ -506,7 +506,9 @@ impl Bench {
                 let (path, sink) = (self.sinks[i].0, Arc::clone(&self.sinks[i].1));
                 let cpu0 = self.cpu(path);
                 let started = tokio::time::Instant::now();
-                let calls = (rate * self.args.seconds) as usize;
+                // At least one: a slow path's rate times a short round (the smoke run's 0.5 s)
+                // can round down to no call, and the round to no figure.
+                let calls = ((rate * self.args.seconds) as usize).max(1);
                 let mut tasks = JoinSet::new();
                 for k in 0..calls {
                     let due = started + Duration::from_secs_f64(k as f64 / rate);
