@@ -111,7 +111,7 @@ job() {
   # The job notes when it ended and its CPU itself (its own and its children's): finish may wait
   # for it much later. The CPU file, written last, says it ended.
   (
-    trap 'echo "$SECONDS" >"$logs/$name.ended"; read_cpu
+    trap 'trap "" TERM; echo "$SECONDS" >"$logs/$name.ended"; read_cpu
       echo $((own_cpu + children_cpu)) >"$logs/$name.cpu.part"; mv "$logs/$name.cpu.part" "$logs/$name.cpu"' EXIT
     trap 'exit 143' TERM  # so that stop_jobs waits for the cleanup of what it runs
     "$@" </dev/null >"$logs/$name.log" 2>&1
@@ -139,12 +139,19 @@ finish() {
 # On exit: ends the jobs still running (each stops the Kafka it started) and shows the end of
 # what each unfinished job had said.
 stop_jobs() {
-  local name
-  for name in "${!job_pid[@]}"; do kill -- "-${job_pid[$name]}" 2>/dev/null || true; done
+  local name rc
   for name in "${!job_pid[@]}"; do
-    wait "${job_pid[$name]}" 2>/dev/null || true
-    [[ -n "${job_rc[$name]:-}" ]] || account_job "$name" 143
-    echo "== $name was ended unfinished; the end of its output:"
+    [[ -n "${job_rc[$name]:-}" ]] || kill -- "-${job_pid[$name]}" 2>/dev/null || true
+  done
+  for name in "${!job_pid[@]}"; do
+    if [[ -n "${job_rc[$name]:-}" ]]; then
+      echo "== $name ended (exit ${job_rc[$name]}) before the run asked; the end of its output:"
+    else
+      rc=0
+      wait "${job_pid[$name]}" 2>/dev/null || rc=$?
+      account_job "$name" "$rc"
+      echo "== $name was ended unfinished; the end of its output:"
+    fi
     tail -n 80 "$logs/$name.log"
   done
 }

@@ -1,6 +1,7 @@
 // The writer (log/entry_writer.h) when Kafka does not answer, librdkafka's queue fills or its
 // producer fails: faults the mock cluster injects (unit_core_test only).
 #include <future>
+#include <memory>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -46,12 +47,16 @@ TEST_F(Core, AnAppendKafkaDoesNotAnswerIsAnsweredJustBeforeItsCallersDeadline) {
   rd_kafka_mock_cluster_t* cluster = core_->mock_cluster()->cluster();
   ASSERT_EQ(rd_kafka_mock_broker_set_down(cluster, 1), RD_KAFKA_RESP_ERR_NO_ERROR);
   const Clock::time_point deadline = Clock::now() + seconds(5);
-  std::promise<std::pair<absl::Status, Clock::time_point>> answer;
+  // Shared with the callback: a writer that answered after the wait below gave up would
+  // otherwise set a promise gone with the test's frame.
+  auto answer = std::make_shared<std::promise<std::pair<absl::Status, Clock::time_point>>>();
+  auto answered_future = answer->get_future();
   writer_->Append({AppendItem{state->slot, 1, "down", EntryStamp{0, 1, 1}}}, deadline,
-                  [&](absl::StatusOr<std::vector<uint64_t>> ids) {
-                    answer.set_value({ids.status(), Clock::now()});
+                  [answer](absl::StatusOr<std::vector<uint64_t>> ids) {
+                    answer->set_value({ids.status(), Clock::now()});
                   });
-  const auto [status, answered] = answer.get_future().get();
+  ASSERT_EQ(answered_future.wait_for(seconds(30)), std::future_status::ready) << "never answered";
+  const auto [status, answered] = answered_future.get();
   EXPECT_TRUE(absl::IsUnavailable(status)) << status;
   const int64_t ahead_ms =
       std::chrono::duration_cast<milliseconds>(deadline - answered).count();  // 500 planned

@@ -488,6 +488,9 @@ impl Bench {
     /// back. tokio's timer ticks every millisecond: the calls due within one leave together, and
     /// each counts up to 1 ms (0.5 ms on average) of waiting for its tick, on every path alike.
     async fn latency(&mut self, mode: &str, load: Load, rate: f64) -> Result<(), String> {
+        if !(rate > 0.0 && rate.is_finite()) {
+            return Err(format!("{mode}: no rate to run the open loop at ({rate} calls/s)"));
+        }
         let per_call = match load {
             Load::OneRegion { batch } => batch,
             Load::Regions { per_call, .. } => per_call,
@@ -506,8 +509,8 @@ impl Bench {
                 let (path, sink) = (self.sinks[i].0, Arc::clone(&self.sinks[i].1));
                 let cpu0 = self.cpu(path);
                 let started = tokio::time::Instant::now();
-                // At least one: a slow path's rate times a short round (the smoke run's 0.5 s)
-                // can round down to no call, and the round to no figure.
+                // At least one: a low rate times a short round (the smoke run's 0.5 s) can round
+                // down to no call, and the round to no figure.
                 let calls = ((rate * self.args.seconds) as usize).max(1);
                 let mut tasks = JoinSet::new();
                 for k in 0..calls {
